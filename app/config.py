@@ -1,0 +1,62 @@
+"""Settings, read from the environment (and a `.env` file) by pydantic-settings.
+
+Nothing here is a module global: the CLI and `create_app()` build one `Settings` and pass it on.
+"""
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./intake.db"
+
+
+class Settings(BaseSettings):
+    """Every knob Intake reads; environment variable names are the field names in upper case."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy URL; postgresql:// and sqlite:/// are accepted and given their async driver.",
+    )
+    environment: Literal["development", "production"] = "development"
+    cron_secret: SecretStr | None = Field(None, description="Bearer token for /api/queue/*.")
+    admin_token: SecretStr | None = Field(None, description="Bearer token for the admin API.")
+
+    host: str = Field("127.0.0.1", description="Address `intake serve` listens on (0.0.0.0 in containers).")
+    port: int = Field(8000, ge=1, le=65535, description="Port `intake serve` listens on.")
+
+    # The queue.
+    batch_size: int = Field(10, ge=1, description="Operations claimed per /api/queue/process call.")
+    max_batch_size: int = Field(100, ge=1, description="Upper bound for ?limit= on /api/queue/process.")
+    concurrency: int = Field(10, ge=1, description="Operations run at once by one processor.")
+    operation_timeout: float = Field(30.0, gt=0, description="Seconds one operation may run in total.")
+    stale_after: float = Field(300.0, gt=0, description="Seconds after which a processing row is presumed lost.")
+    retry_base: float = Field(300.0, gt=0, description="Delay in seconds after the first failed attempt.")
+    retry_max: float = Field(43_200.0, gt=0, description="Longest delay in seconds between two attempts.")
+    time_budget: float = Field(50.0, gt=0, description="Seconds one /api/queue/process call may spend.")
+    retention_days: int = Field(30, ge=1, description="Days completed and discarded operations are kept.")
+
+    # The public API.
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest submission body accepted.")
+    webhook_allow_private_networks: bool = Field(
+        False, description="Let webhooks reach loopback and private addresses (tests, internal hooks)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "Settings":
+        if self.stale_after <= self.operation_timeout:
+            raise ValueError(
+                f"STALE_AFTER ({self.stale_after:g} s) must exceed OPERATION_TIMEOUT "
+                f"({self.operation_timeout:g} s), or running operations would be reset as stale"
+            )
+        if self.max_batch_size < self.batch_size:
+            raise ValueError("MAX_BATCH_SIZE must be at least BATCH_SIZE")
+        if self.retry_max < self.retry_base:
+            raise ValueError("RETRY_MAX must be at least RETRY_BASE")
+        if self.environment == "production":
+            missing = [name for name in ("CRON_SECRET", "ADMIN_TOKEN") if not getattr(self, name.lower())]
+            if missing:
+                raise ValueError(f"ENVIRONMENT=production requires {' and '.join(missing)} to be set")
+        return self

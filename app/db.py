@@ -1,0 +1,85 @@
+"""The engine and session factory, for PostgreSQL (asyncpg) and SQLite (aiosqlite)."""
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+_ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
+
+#: Execution option for connections that only read: `conn.execution_options(**READ_ONLY)`.
+READ_ONLY_OPTION = "intake_read_only"
+READ_ONLY = {READ_ONLY_OPTION: True}
+
+#: Seconds to wait for a PostgreSQL connection before calling the database unreachable.
+CONNECT_TIMEOUT = 5.0
+
+#: Seconds a SQLite writer waits for another to finish before giving up with "database is locked".
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def database_url(url: str) -> URL:
+    """The URL with its async driver: `postgresql://` becomes `postgresql+asyncpg://` and so on."""
+    parsed = make_url(url)
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    return parsed.set(drivername=driver) if driver else parsed
+
+
+def create_engine(url: str, *, pool_size: int = 10, application_name: str = "intake") -> AsyncEngine:
+    """An async engine for `url`, configured for the queue's needs on either database."""
+    parsed = database_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed)
+    return create_async_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={
+            "timeout": CONNECT_TIMEOUT,
+            "server_settings": {"timezone": "UTC", "application_name": application_name},
+        },
+    )
+
+
+def _sqlite_engine(url: URL) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # Let SQLAlchemy, not the driver, emit BEGIN (see "begin" below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection) -> None:
+        # SQLite has one writer at a time. A deferred transaction that reads and then writes
+        # fails at once with "database is locked" when another writer got in between; taking the
+        # write lock up front makes it wait its turn (busy_timeout) instead. Connections marked
+        # read-only (READ_ONLY) begin deferred and never hold up a writer.
+        readonly = connection.get_execution_options().get(READ_ONLY_OPTION, False)
+        connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """Sessions that keep their objects readable after commit."""
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """The request's session; the route (or the service it calls) owns the transaction."""
+    async with request.app.state.sessionmaker() as session:
+        yield session
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]

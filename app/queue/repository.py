@@ -1,0 +1,414 @@
+"""Every SQL statement of the queue, one function per verb.
+
+Each function takes the caller's session as its first argument and never commits: whoever opened
+the session owns the transaction. Each state change is guarded by the state it expects (and, for
+the verbs a processor uses, by the claim token in `locked_by`), and returns what it changed, or
+nothing. Every timestamp comes from the database clock.
+"""
+
+import json
+import socket
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Text, and_, case, cast, delete, func, literal, null, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Executable
+
+from app.dbtypes import json_append_entry, utcnow
+from app.models import AsyncOperation
+from app.queue.backoff import RetryPolicy
+from app.queue.operation import (
+    CLAIMABLE,
+    PRUNABLE,
+    Failure,
+    Operation,
+    Status,
+    default_max_attempts,
+)
+
+operations = AsyncOperation.__table__
+_t = operations.c
+
+#: Longest error text kept in `last_error` and in each error-history entry.
+MAX_ERROR_CHARS = 2_000
+
+
+class OperationNotFound(LookupError):
+    """No operation has this id."""
+
+    def __init__(self, operation_id: uuid.UUID):
+        super().__init__(f"operation {operation_id} not found")
+        self.operation_id = operation_id
+
+
+class InvalidTransition(Exception):
+    """The operation is not in a state this verb applies to."""
+
+    def __init__(self, operation_id: uuid.UUID, verb: str, status: Status, allowed: Sequence[Status]):
+        expected = " or ".join(allowed)
+        super().__init__(f"cannot {verb} operation {operation_id}: it is {status}, not {expected}")
+        self.operation_id = operation_id
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class NewOperation:
+    """An operation to enqueue; `run_at` or `delay` schedules it later (default: now)."""
+
+    operation_type: str
+    payload: dict[str, Any]
+    submission_id: uuid.UUID | None = None
+    form_id: uuid.UUID | None = None
+    workspace_id: uuid.UUID | None = None
+    max_attempts: int | None = None
+    priority: int = 0
+    run_at: datetime | None = None
+    delay: timedelta | None = None
+    dedupe_key: str | None = None
+    destination: str | None = None
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def __post_init__(self) -> None:
+        if self.run_at is not None and self.delay is not None:
+            raise ValueError("give run_at or delay, not both")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def _values(self) -> dict[str, Any]:
+        if self.run_at is not None:
+            next_retry_at: Any = self.run_at
+        else:
+            next_retry_at = utcnow((self.delay or timedelta()).total_seconds())
+        return {
+            "id": self.id,
+            "operation_type": self.operation_type,
+            "payload": self.payload,
+            "submission_id": self.submission_id,
+            "form_id": self.form_id,
+            "workspace_id": self.workspace_id,
+            "max_attempts": self.max_attempts or default_max_attempts(self.operation_type),
+            "priority": self.priority,
+            "next_retry_at": next_retry_at,
+            "dedupe_key": self.dedupe_key,
+            "destination": self.destination,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StaleReset:
+    """What `reset_stale` did: rows given back to the queue, rows that went dead."""
+
+    pending: int
+    dead: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRow:
+    """One (operation_type, status) group of the queue."""
+
+    operation_type: str
+    status: Status
+    count: int
+    oldest: datetime
+    newest: datetime
+    avg_attempts: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """The queue at a glance: the groups, and how long the oldest due operation has waited."""
+
+    rows: list[StatusRow]
+    oldest_claimable_age_seconds: float | None
+
+
+def new_claim_token() -> str:
+    """A token naming one claiming run: host, process and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
+
+
+def _to_operation(row) -> Operation:
+    values = dict(row._mapping)
+    values["status"] = Status(values["status"])
+    return Operation(**values)
+
+
+def _error_text(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _history_entry(entry: dict[str, Any]):
+    """`error_history` with `entry` appended, stamped with the attempt number and the time."""
+    return json_append_entry(_t.error_history, json.dumps(entry), _t.attempts)
+
+
+# --- enqueue -----------------------------------------------------------------------------------
+
+
+async def enqueue(session: AsyncSession, operation_type: str, payload: dict[str, Any], **options) -> uuid.UUID:
+    """Add one operation in the caller's transaction; its id (the existing one on a dedupe hit)."""
+    [operation_id] = await enqueue_many(session, [NewOperation(operation_type, payload, **options)])
+    return operation_id
+
+
+async def enqueue_many(session: AsyncSession, new: Sequence[NewOperation]) -> list[uuid.UUID]:
+    """Add operations in one INSERT in the caller's transaction; never commits.
+
+    An operation whose `dedupe_key` is already taken is not added and does not raise: its place
+    in the returned list holds the id of the operation that has the key.
+    """
+    if not new:
+        return []
+    insert = postgresql.insert if _dialect(session) == "postgresql" else sqlite.insert
+    statement = (
+        insert(operations)
+        .values([operation._values() for operation in new])
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(_t.id)
+    )
+    inserted = set((await session.execute(statement)).scalars())
+    missed = {op.dedupe_key: op.id for op in new if op.id not in inserted}
+    if missed:
+        existing = await session.execute(
+            select(_t.dedupe_key, _t.id).where(_t.dedupe_key.in_(list(missed)))
+        )
+        by_key = dict(existing.all())
+        return [op.id if op.id in inserted else by_key[op.dedupe_key] for op in new]
+    return [op.id for op in new]
+
+
+# --- the processor's verbs -----------------------------------------------------------------------
+
+
+def claim_statement(dialect: str, limit: int, token: str) -> Executable:
+    """The one statement that claims up to `limit` due operations for `token`.
+
+    On PostgreSQL the ids are picked in a MATERIALIZED CTE with FOR UPDATE SKIP LOCKED and the
+    UPDATE joins it: the CTE runs exactly once, so at most `limit` rows are locked and updated
+    (an `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` subquery may be re-run by the planner
+    and take more). SQLite has one writer at a time, which makes its plain UPDATE atomic too.
+    """
+    due = select(_t.id).where(_t.status.in_(CLAIMABLE), _t.next_retry_at <= utcnow())
+    due = due.order_by(_t.priority, _t.next_retry_at).limit(limit)
+    claim = update(operations).values(
+        status=Status.PROCESSING,
+        attempts=_t.attempts + 1,
+        last_attempt_at=utcnow(),
+        locked_by=token,
+    )
+    if dialect == "postgresql":
+        picked = due.with_for_update(skip_locked=True).cte("picked").prefix_with("MATERIALIZED")
+        claim = claim.where(_t.id == picked.c.id)
+    else:
+        claim = claim.where(_t.id.in_(due.scalar_subquery()))
+    return claim.returning(*operations.c)
+
+
+async def claim_batch(session: AsyncSession, limit: int, token: str) -> list[Operation]:
+    """Claim up to `limit` due operations, by priority then due time; commit before running them."""
+    if limit < 1:
+        return []
+    result = await session.execute(claim_statement(_dialect(session), limit, token))
+    claimed = [_to_operation(row) for row in result]
+    claimed.sort(key=lambda op: (op.priority, op.next_retry_at))
+    return claimed
+
+
+def _held(operation_id: uuid.UUID, token: str):
+    return and_(_t.id == operation_id, _t.status == Status.PROCESSING, _t.locked_by == token)
+
+
+async def complete(
+    session: AsyncSession, operation_id: uuid.UUID, token: str, result: dict[str, Any] | None = None
+) -> bool:
+    """Mark a held operation completed; False (and nothing changed) if `token` no longer holds it."""
+    statement = (
+        update(operations)
+        .where(_held(operation_id, token))
+        .values(
+            status=Status.COMPLETED,
+            completed_at=utcnow(),
+            result=null() if result is None else result,
+            locked_by=None,
+        )
+        .returning(_t.id)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def fail(
+    session: AsyncSession, operation: Operation, token: str, failure: Failure, policy: RetryPolicy
+) -> Status | None:
+    """Record a failed attempt of a held operation; its new status, or None if `token` lost it.
+
+    A retryable failure with attempts left goes to `failed`, due again after the backoff;
+    anything else goes to `dead`. Either way the failure is appended to `error_history`.
+    """
+    delay = policy.delay(max(operation.attempts, 1), failure.retry_after)
+    error = _error_text(failure.error)
+    will_retry = and_(literal(failure.retryable), _t.attempts < _t.max_attempts)
+    entry = {
+        "error": error,
+        "code": failure.code,
+        "http_status": failure.http_status,
+        "duration_ms": failure.duration_ms,
+    }
+    statement = (
+        update(operations)
+        .where(_held(operation.id, token))
+        .values(
+            status=case((will_retry, literal(Status.FAILED.value)), else_=literal(Status.DEAD.value)),
+            next_retry_at=case((will_retry, utcnow(delay)), else_=_t.next_retry_at),
+            last_error=error,
+            error_history=_history_entry(entry),
+            locked_by=None,
+        )
+        .returning(_t.status)
+    )
+    status = (await session.execute(statement)).scalar_one_or_none()
+    return None if status is None else Status(status)
+
+
+async def release(session: AsyncSession, operation_ids: Sequence[uuid.UUID], token: str) -> int:
+    """Give back claimed operations that were never started, without spending their attempt."""
+    if not operation_ids:
+        return 0
+    statement = (
+        update(operations)
+        .where(_t.id.in_(list(operation_ids)), _t.status == Status.PROCESSING, _t.locked_by == token)
+        .values(status=Status.PENDING, attempts=_t.attempts - 1, next_retry_at=utcnow(), locked_by=None)
+    )
+    return (await session.execute(statement)).rowcount
+
+
+async def reset_stale(session: AsyncSession, older_than: float) -> StaleReset:
+    """Give back operations stuck in `processing` longer than `older_than` seconds.
+
+    Their worker is presumed lost. Those with attempts left go back to `pending`, due now; those
+    whose attempts are spent go to `dead`, so that an operation that kills its worker every time
+    does not loop forever.
+    """
+    spent = _t.attempts >= _t.max_attempts
+    lost = (
+        literal("worker lost: attempt ", Text)
+        + cast(_t.attempts, Text)
+        + literal(f" did not finish within {older_than:g} s", Text)
+    )
+    error = case((spent, lost + literal("; no attempts left", Text)), else_=lost + literal("; retrying", Text))
+    statement = (
+        update(operations)
+        .where(_t.status == Status.PROCESSING, _t.last_attempt_at < utcnow(-older_than))
+        .values(
+            status=case((spent, literal(Status.DEAD.value)), else_=literal(Status.PENDING.value)),
+            next_retry_at=utcnow(),
+            last_error=error,
+            error_history=_history_entry({"error": "worker lost", "code": "stale"}),
+            locked_by=None,
+        )
+        .returning(_t.status)
+    )
+    statuses = list((await session.execute(statement)).scalars())
+    dead = statuses.count(Status.DEAD.value)
+    return StaleReset(pending=len(statuses) - dead, dead=dead)
+
+
+# --- admin verbs ---------------------------------------------------------------------------------
+
+
+async def get(session: AsyncSession, operation_id: uuid.UUID) -> Operation | None:
+    """One operation, or None."""
+    row = (await session.execute(select(operations).where(_t.id == operation_id))).first()
+    return None if row is None else _to_operation(row)
+
+
+async def _transition(
+    session: AsyncSession, operation_id: uuid.UUID, verb: str, allowed: Sequence[Status], **values
+) -> Operation:
+    statement = (
+        update(operations)
+        .where(_t.id == operation_id, _t.status.in_(allowed))
+        .values(**values)
+        .returning(*operations.c)
+    )
+    row = (await session.execute(statement)).first()
+    if row is not None:
+        return _to_operation(row)
+    current = await get(session, operation_id)
+    if current is None:
+        raise OperationNotFound(operation_id)
+    raise InvalidTransition(operation_id, verb, current.status, allowed)
+
+
+async def retry(session: AsyncSession, operation_id: uuid.UUID) -> Operation:
+    """Send a dead operation back to `pending`, due now, attempts at 0, its history kept."""
+    return await _transition(
+        session,
+        operation_id,
+        "retry",
+        (Status.DEAD,),
+        status=Status.PENDING,
+        attempts=0,
+        next_retry_at=utcnow(),
+        locked_by=None,
+        manual_retries=_t.manual_retries + 1,
+    )
+
+
+async def discard(session: AsyncSession, operation_id: uuid.UUID) -> Operation:
+    """Move a dead operation to `discarded`: an admin decided it should never run."""
+    return await _transition(session, operation_id, "discard", (Status.DEAD,), status=Status.DISCARDED)
+
+
+async def cancel(session: AsyncSession, operation_id: uuid.UUID) -> Operation:
+    """Move a pending or failed operation to `cancelled` before it runs (again)."""
+    return await _transition(session, operation_id, "cancel", CLAIMABLE, status=Status.CANCELLED)
+
+
+async def status(session: AsyncSession) -> QueueStatus:
+    """Count, oldest, newest and mean attempts per (type, status), in one query."""
+    due = and_(_t.status.in_(CLAIMABLE), _t.next_retry_at <= utcnow())
+    statement = select(
+        _t.operation_type,
+        _t.status,
+        func.count().label("count"),
+        func.min(_t.created_at).label("oldest"),
+        func.max(_t.created_at).label("newest"),
+        func.avg(_t.attempts).label("avg_attempts"),
+        func.min(_t.next_retry_at).filter(due).label("oldest_due"),
+        utcnow().label("now"),
+    ).group_by(_t.operation_type, _t.status).order_by(_t.operation_type, _t.status)
+    rows = (await session.execute(statement)).all()
+    oldest_due = min((row.oldest_due for row in rows if row.oldest_due is not None), default=None)
+    age = None if oldest_due is None else max((rows[0].now - oldest_due).total_seconds(), 0.0)
+    return QueueStatus(
+        rows=[
+            StatusRow(row.operation_type, Status(row.status), row.count, row.oldest, row.newest, float(row.avg_attempts))
+            for row in rows
+        ],
+        oldest_claimable_age_seconds=age,
+    )
+
+
+async def prune(session: AsyncSession, older_than: float, limit: int = 10_000) -> int:
+    """Delete up to `limit` completed, discarded or cancelled operations untouched for `older_than` s.
+
+    Dead operations are never pruned: they wait for an admin. Callers loop, committing between
+    calls, until it returns less than `limit`, so no single transaction holds many locks.
+    """
+    victims = (
+        select(_t.id)
+        .where(_t.status.in_(PRUNABLE), _t.updated_at < utcnow(-older_than))
+        .limit(limit)
+    )
+    result = await session.execute(delete(operations).where(_t.id.in_(victims.scalar_subquery())))
+    return result.rowcount
