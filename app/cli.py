@@ -35,7 +35,7 @@ def _migrate(args: argparse.Namespace) -> None:
     from app.migrations import upgrade
 
     settings = _settings()
-    upgrade(settings.database_url, args.revision, configure_logging=True)
+    upgrade(settings.database_url, args.revision)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `intake` console script."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     args = _parser().parse_args(argv)
     args.run(args)
 
