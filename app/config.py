@@ -44,6 +44,20 @@ class Settings(BaseSettings):
         False, description="Let webhooks reach loopback and private addresses (tests, internal hooks)."
     )
 
+    # Providers: a base URL each (tests point them at fakes on loopback) and credentials.
+    airtable_api_key: SecretStr | None = Field(None, description="Airtable personal access token.")
+    airtable_base_url: str = Field("https://api.airtable.com", description="Airtable REST API root.")
+    resend_api_key: SecretStr | None = Field(None, description="Resend API key.")
+    resend_base_url: str = Field("https://api.resend.com", description="Resend API root.")
+    email_from: str = Field("Intake <intake@example.com>", description="Sender of the emails Intake sends.")
+    twilio_account_sid: str | None = Field(None, description="Twilio account SID.")
+    twilio_auth_token: SecretStr | None = Field(None, description="Twilio auth token.")
+    twilio_from_number: str | None = Field(None, description="Twilio sender number (E.164).")
+    twilio_base_url: str = Field("https://api.twilio.com", description="Twilio REST API root.")
+    plaid_client_id: str | None = Field(None, description="Plaid client id.")
+    plaid_secret: SecretStr | None = Field(None, description="Plaid secret.")
+    plaid_base_url: str = Field("https://sandbox.plaid.com", description="Plaid API root (sandbox, development or production).")
+
     @model_validator(mode="after")
     def _check(self) -> "Settings":
         if self.stale_after <= self.operation_timeout:
