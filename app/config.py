@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     retry_base: float = Field(300.0, gt=0, description="Delay in seconds after the first failed attempt.")
     retry_max: float = Field(43_200.0, gt=0, description="Longest delay in seconds between two attempts.")
     time_budget: float = Field(50.0, gt=0, description="Seconds one /api/queue/process call may spend.")
+    circuit_threshold: int = Field(5, ge=1, description="Consecutive failures that mark a destination failing.")
+    circuit_cooldown: float = Field(60.0, gt=0, description="First rest in seconds for a failing destination; doubles while it fails.")
+    circuit_cooldown_max: float = Field(3600.0, gt=0, description="Longest rest in seconds for a failing destination.")
     retention_days: int = Field(30, ge=1, description="Days completed and discarded operations are kept.")
 
     # The public API.
@@ -67,6 +70,12 @@ class Settings(BaseSettings):
             )
         if self.max_batch_size < self.batch_size:
             raise ValueError("MAX_BATCH_SIZE must be at least BATCH_SIZE")
+        if self.time_budget <= self.operation_timeout:
+            raise ValueError(
+                f"TIME_BUDGET ({self.time_budget:g} s) must exceed OPERATION_TIMEOUT "
+                f"({self.operation_timeout:g} s): a processing call starts an operation only while "
+                "a whole OPERATION_TIMEOUT fits in what is left of its budget"
+            )
         if self.retry_max < self.retry_base:
             raise ValueError("RETRY_MAX must be at least RETRY_BASE")
         if self.environment == "production":

@@ -142,3 +142,18 @@ class AsyncOperation(Base):
     locked_by: Mapped[str | None] = mapped_column(Text)
     destination: Mapped[str | None] = mapped_column(Text)
     manual_retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class DestinationHealth(Base):
+    """Consecutive failures per destination; while `open_until` is ahead, its operations wait."""
+
+    __tablename__ = "destination_health"
+
+    destination: Mapped[str] = mapped_column(Text, primary_key=True)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    trips: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    open_until: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_failure_at: Mapped[datetime | None]
+    last_success_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = _updated_at()

@@ -7,6 +7,8 @@ The delay after failed attempt n is
 — 5, 10, 20, 40, 80 minutes with the default base of 300 s, each ±10 %, never more than
 RETRY_MAX (12 h) — and never less than a `Retry-After` the integration returned (itself honoured
 up to RETRY_MAX, so that a hostile server cannot park an operation for a year).
+
+A destination that keeps failing is rested as a whole (see `circuit_cooldown`).
 """
 
 import random
@@ -35,6 +37,14 @@ def retry_delay(
     if retry_after is not None:
         delay = max(delay, min(retry_after, cap))
     return delay
+
+
+def circuit_cooldown(trips: int, *, base: float, cap: float) -> float:
+    """Seconds a failing destination rests after its circuit opened for the `trips`-th time in a row.
+
+    `base * 2 ** (trips - 1)`, capped at `cap`: it grows while the destination keeps failing.
+    """
+    return min(base * 2.0 ** min(max(trips, 1) - 1, 64), cap)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,3 +91,4 @@ class Failure:
     http_status: int | None = None
     retry_after: float | None = None
     duration_ms: int | None = None
+    excerpt: str | None = None

@@ -7,21 +7,36 @@ nothing. Every timestamp comes from the database clock.
 """
 
 import json
-import socket
 import os
+import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Text, and_, case, cast, delete, func, literal, null, select, update
+from sqlalchemy import (
+    Text,
+    Uuid,
+    and_,
+    bindparam,
+    case,
+    cast,
+    column,
+    delete,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
 
 from app.dbtypes import json_append_entry, utcnow
-from app.models import AsyncOperation
+from app.models import AsyncOperation, DestinationHealth
 from app.queue.backoff import RetryPolicy
 from app.queue.operation import (
     CLAIMABLE,
@@ -34,6 +49,11 @@ from app.queue.operation import (
 
 operations = AsyncOperation.__table__
 _t = operations.c
+health = DestinationHealth.__table__
+_h = health.c
+
+#: The PostgreSQL channel enqueue notifies, so that idle workers wake at once.
+NOTIFY_CHANNEL = "intake_queue"
 
 #: Longest error text kept in `last_error` and in each error-history entry.
 MAX_ERROR_CHARS = 2_000
@@ -79,6 +99,10 @@ class NewOperation:
             raise ValueError("give run_at or delay, not both")
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+
+    @property
+    def is_due_now(self) -> bool:
+        return self.run_at is None and (self.delay is None or self.delay <= timedelta())
 
     def _values(self) -> dict[str, Any]:
         if self.run_at is not None:
@@ -177,6 +201,9 @@ async def enqueue_many(session: AsyncSession, new: Sequence[NewOperation]) -> li
         .returning(_t.id)
     )
     inserted = set((await session.execute(statement)).scalars())
+    if inserted and _dialect(session) == "postgresql" and any(op.is_due_now for op in new):
+        # Delivered when the caller's transaction commits, and only then; wakes idle workers.
+        await session.execute(select(func.pg_notify(NOTIFY_CHANNEL, "")))
     missed = {op.dedupe_key: op.id for op in new if op.id not in inserted}
     if missed:
         existing = await session.execute(
@@ -246,6 +273,47 @@ async def complete(
     return (await session.execute(statement)).first() is not None
 
 
+async def complete_many(
+    session: AsyncSession, done: Sequence[tuple[uuid.UUID, str, dict[str, Any] | None]]
+) -> set[uuid.UUID]:
+    """Complete many held operations, given as (id, token, result); the ids that were completed.
+
+    One statement on PostgreSQL (the rows arrive as arrays, so the prepared statement is reused
+    whatever the batch size); SQLite, in-process, takes them one by one.
+    """
+    if not done:
+        return set()
+    if _dialect(session) != "postgresql":
+        return {op_id for op_id, token, result in done if await complete(session, op_id, token, result)}
+    rows = func.unnest(
+        bindparam("ids", [op_id for op_id, _, _ in done], type_=postgresql.ARRAY(Uuid())),
+        bindparam("tokens", [token for _, token, _ in done], type_=postgresql.ARRAY(Text())),
+        bindparam("results", [_json_or_none(result) for _, _, result in done], type_=postgresql.ARRAY(Text())),
+    ).table_valued(column("id", Uuid()), column("token", Text()), column("result", Text())).render_derived("done")
+    statement = (
+        update(operations)
+        .where(_t.id == rows.c.id, _t.status == Status.PROCESSING, _t.locked_by == rows.c.token)
+        .values(
+            status=Status.COMPLETED,
+            completed_at=utcnow(),
+            result=cast(rows.c.result, postgresql.JSONB),
+            locked_by=None,
+        )
+        .returning(_t.id)
+    )
+    return set((await session.execute(statement)).scalars())
+
+
+def _json_or_none(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+async def save_progress(session: AsyncSession, operation_id: uuid.UUID, token: str, progress: dict[str, Any]) -> bool:
+    """Keep a held operation's partial progress in `result`, for its next attempt to read."""
+    statement = update(operations).where(_held(operation_id, token)).values(result=progress).returning(_t.id)
+    return (await session.execute(statement)).first() is not None
+
+
 async def fail(
     session: AsyncSession, operation: Operation, token: str, failure: Failure, policy: RetryPolicy
 ) -> Status | None:
@@ -262,6 +330,7 @@ async def fail(
         "code": failure.code,
         "http_status": failure.http_status,
         "duration_ms": failure.duration_ms,
+        "excerpt": failure.excerpt,
     }
     statement = (
         update(operations)
@@ -279,14 +348,25 @@ async def fail(
     return None if status is None else Status(status)
 
 
-async def release(session: AsyncSession, operation_ids: Sequence[uuid.UUID], token: str) -> int:
-    """Give back claimed operations that were never started, without spending their attempt."""
+async def release(
+    session: AsyncSession, operation_ids: Sequence[uuid.UUID], token: str, until: datetime | None = None
+) -> int:
+    """Give back held operations without spending their attempt, due now or at `until`.
+
+    For claims that were never started (shutdown, time budget) and for snoozing operations whose
+    destination is failing: neither is the operation's fault.
+    """
     if not operation_ids:
         return 0
     statement = (
         update(operations)
         .where(_t.id.in_(list(operation_ids)), _t.status == Status.PROCESSING, _t.locked_by == token)
-        .values(status=Status.PENDING, attempts=_t.attempts - 1, next_retry_at=utcnow(), locked_by=None)
+        .values(
+            status=Status.PENDING,
+            attempts=_t.attempts - 1,
+            next_retry_at=utcnow() if until is None else until,
+            locked_by=None,
+        )
     )
     return (await session.execute(statement)).rowcount
 
@@ -320,6 +400,87 @@ async def reset_stale(session: AsyncSession, older_than: float) -> StaleReset:
     statuses = list((await session.execute(statement)).scalars())
     dead = statuses.count(Status.DEAD.value)
     return StaleReset(pending=len(statuses) - dead, dead=dead)
+
+
+# --- destination health ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """One destination's recent record."""
+
+    destination: str
+    consecutive_failures: int
+    trips: int
+    open_until: datetime | None
+    last_error: str | None
+    last_failure_at: datetime | None
+    last_success_at: datetime | None
+
+
+async def open_destinations(session: AsyncSession, destinations: Sequence[str]) -> dict[str, datetime]:
+    """Of `destinations`, those resting now, with when they may be tried again."""
+    if not destinations:
+        return {}
+    statement = select(_h.destination, _h.open_until).where(
+        _h.destination.in_(sorted(set(destinations))), _h.open_until > utcnow()
+    )
+    return dict((await session.execute(statement)).all())
+
+
+async def record_failure(
+    session: AsyncSession, destination: str, error: str, *, threshold: int, cooldown: Callable[[int], float]
+) -> datetime | None:
+    """Count a failure of `destination`; when it reaches `threshold`, rest it. When it rests until.
+
+    The rest lasts `cooldown(trips)` seconds, trips counting the rests since the last success, so
+    it grows while the destination keeps failing. Failures during a rest do not extend it.
+    """
+    insert = postgresql.insert if _dialect(session) == "postgresql" else sqlite.insert
+    error = _error_text(error)
+    count = insert(health).values(
+        destination=destination, consecutive_failures=1, last_error=error, last_failure_at=utcnow()
+    )
+    count = count.on_conflict_do_update(
+        index_elements=["destination"],
+        set_={
+            "consecutive_failures": _h.consecutive_failures + 1,
+            "last_error": error,
+            "last_failure_at": utcnow(),
+            "updated_at": utcnow(),
+        },
+    ).returning(_h.consecutive_failures, _h.trips)
+    failures, trips = (await session.execute(count)).one()
+    if failures < threshold:
+        return None
+    rest = (
+        update(health)
+        .where(_h.destination == destination, or_(_h.open_until.is_(None), _h.open_until <= utcnow()))
+        .values(trips=_h.trips + 1, open_until=utcnow(cooldown(trips + 1)))
+        .returning(_h.open_until)
+    )
+    return (await session.execute(rest)).scalar_one_or_none()
+
+
+async def record_success(session: AsyncSession, destinations: Sequence[str]) -> int:
+    """Close the record of destinations that just succeeded: their failures and rests are over."""
+    if not destinations:
+        return 0
+    statement = (
+        update(health)
+        .where(
+            _h.destination.in_(sorted(set(destinations))),
+            or_(_h.consecutive_failures > 0, _h.open_until.is_not(None)),
+        )
+        .values(consecutive_failures=0, trips=0, open_until=None, last_success_at=utcnow())
+    )
+    return (await session.execute(statement)).rowcount
+
+
+async def destination_health(session: AsyncSession) -> list[Health]:
+    """Every destination that has failed since Intake started tracking it."""
+    rows = await session.execute(select(*[_h[f] for f in Health.__dataclass_fields__]).order_by(_h.destination))
+    return [Health(**row._mapping) for row in rows]
 
 
 # --- admin verbs ---------------------------------------------------------------------------------

@@ -474,3 +474,90 @@ async def test_timestamps_come_from_the_database_clock(session):
     operation_id = await enqueue_one(session)
     operation = await queue.get(session, operation_id)
     assert abs((operation.created_at - now).total_seconds()) < 5
+
+
+# --- batched completion, progress, snooze --------------------------------------------------------
+
+
+async def test_complete_many_completes_only_rows_each_token_holds(session):
+    for _ in range(4):
+        await enqueue_one(session)
+    first = await queue.claim_batch(session, 2, "run-a")
+    second = await queue.claim_batch(session, 2, "run-b")
+    await session.commit()
+    done = await queue.complete_many(
+        session,
+        [
+            (first[0].id, "run-a", {"n": 0}),
+            (first[1].id, "run-b", {"n": 1}),  # wrong token: refused
+            (second[0].id, "run-b", None),
+            (uuid.uuid4(), "run-b", {}),  # unknown: ignored
+        ],
+    )
+    await session.commit()
+    assert done == {first[0].id, second[0].id}
+    assert (await queue.get(session, first[0].id)).result == {"n": 0}
+    assert (await queue.get(session, second[0].id)).result is None
+    assert (await queue.get(session, first[1].id)).status is Status.PROCESSING
+
+
+async def test_complete_many_of_nothing(session):
+    assert await queue.complete_many(session, []) == set()
+
+
+async def test_save_progress_is_fenced_and_read_back_on_the_next_attempt(session):
+    await enqueue_one(session)
+    operation = await claim_one(session)
+    assert await queue.save_progress(session, operation.id, "run-b", {"email": "sent"}) is False
+    assert await queue.save_progress(session, operation.id, "run-a", {"email": "sent"}) is True
+    await fail_once(session, operation)
+    again = await claim_one(session)
+    assert again.result == {"email": "sent"}
+
+
+async def test_release_until_snoozes_without_spending_an_attempt(session):
+    await enqueue_one(session)
+    operation = await claim_one(session)
+    later = await db_now(session) + timedelta(minutes=10)
+    assert await queue.release(session, [operation.id], "run-a", until=later) == 1
+    await session.commit()
+    snoozed = await queue.get(session, operation.id)
+    assert (snoozed.status, snoozed.attempts, snoozed.next_retry_at) == (Status.PENDING, 0, later)
+    assert await queue.claim_batch(session, 1, "run-b") == []
+
+
+# --- destination health --------------------------------------------------------------------------
+
+
+def doubling(trips: int) -> float:
+    return 60.0 * 2 ** (trips - 1)
+
+
+async def test_destination_rests_after_threshold_failures_with_a_growing_cooldown(session):
+    for n in range(1, 3):
+        assert await queue.record_failure(session, "airtable", f"HTTP 503 #{n}", threshold=3, cooldown=doubling) is None
+    now = await db_now(session)
+    until = await queue.record_failure(session, "airtable", "HTTP 503 #3", threshold=3, cooldown=doubling)
+    assert 59 <= (until - now).total_seconds() <= 70
+    assert set(await queue.open_destinations(session, ["airtable", "resend"])) == {"airtable"}
+    # Failing again while resting does not extend the rest.
+    assert await queue.record_failure(session, "airtable", "in flight", threshold=3, cooldown=doubling) is None
+    # After the rest, the first failure rests it again, twice as long.
+    await session.execute(update(queue.health).values(open_until=utcnow(-1)))
+    assert await queue.open_destinations(session, ["airtable"]) == {}
+    now = await db_now(session)
+    until = await queue.record_failure(session, "airtable", "still down", threshold=3, cooldown=doubling)
+    assert 119 <= (until - now).total_seconds() <= 130
+    [record] = await queue.destination_health(session)
+    assert (record.consecutive_failures, record.trips, record.last_error) == (5, 2, "still down")
+
+
+async def test_a_success_closes_the_record(session):
+    for _ in range(3):
+        await queue.record_failure(session, "twilio", "down", threshold=3, cooldown=doubling)
+    assert await queue.record_success(session, ["twilio", "resend"]) == 1
+    assert await queue.open_destinations(session, ["twilio"]) == {}
+    [record] = await queue.destination_health(session)
+    assert (record.consecutive_failures, record.trips, record.open_until) == (0, 0, None)
+    assert record.last_success_at is not None
+    assert await queue.record_success(session, ["twilio"]) == 0  # nothing to close twice
