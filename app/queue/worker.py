@@ -77,8 +77,9 @@ class Worker:
                 if time.monotonic() - last_stale >= self._stale_interval:
                     if await self._guard(self.processor.reset_stale()) is not None:
                         last_stale = time.monotonic()
-                asked, started = await self._refill_slots()
-                await self._flush()
+                # The next claim and the last outcomes' write go to the database together, on two
+                # connections: each waits for its round trips while the other runs.
+                (asked, started), _ = await asyncio.gather(self._refill_slots(), self._flush())
                 if started and started == asked:
                     await asyncio.sleep(0)  # more may be waiting: let the new tasks start, then claim again
                     continue
