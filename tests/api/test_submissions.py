@@ -186,10 +186,15 @@ async def test_a_body_just_under_the_limit_is_accepted(small_limit_client, engin
 async def test_an_unreachable_database_is_503_with_a_clear_message():
     # Port 1 on loopback: nothing listens there, the connection is refused at once.
     async with serve(make_settings("postgresql://postgres@127.0.0.1:1/nothing")) as client:
-        response = await submit(client, uuid.uuid4())
-    assert response.status_code == 503
-    assert "database is unavailable" in response.json()["detail"]
-    assert response.headers["retry-after"]
+        responses = [
+            await submit(client, uuid.uuid4()),
+            await client.get(f"/api/forms/{uuid.uuid4()}"),
+            await client.get("/api/forms", headers=ADMIN),
+        ]
+    for response in responses:
+        assert response.status_code == 503
+        assert "database is unavailable" in response.json()["detail"]
+        assert response.headers["retry-after"]
 
 
 @pytest.mark.postgres
