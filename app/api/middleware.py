@@ -4,16 +4,12 @@ import json
 import logging
 import re
 import uuid
-from contextvars import ContextVar
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger("intake.api")
-
-#: The current request's id, for log lines written while it is handled.
-request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # An incoming id is echoed into logs and headers, so only a short, plain token is trusted.
@@ -30,10 +26,11 @@ def request_id_for(scope: Scope) -> str:
 
 async def send_json(send: Send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
     """Send a whole JSON response from middleware."""
-    raw = [(b"content-type", b"application/json")]
+    content = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
     raw += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+    await send({"type": "http.response.body", "body": content})
 
 
 class RequestIdMiddleware:
@@ -51,7 +48,6 @@ class RequestIdMiddleware:
             return await self.app(scope, receive, send)
         request_id = request_id_for(scope)
         scope.setdefault("state", {})["request_id"] = request_id
-        token = request_id_var.set(request_id)
         started = False
 
         async def send_with_id(message: Message) -> None:
@@ -69,8 +65,6 @@ class RequestIdMiddleware:
                 raise
             detail = f"internal error; quote request id {request_id} when reporting it"
             await send_json(send, 500, {"detail": detail}, {REQUEST_ID_HEADER: request_id})
-        finally:
-            request_id_var.reset(token)
 
 
 class BodyTooLarge(HTTPException):
