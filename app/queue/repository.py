@@ -492,6 +492,12 @@ async def get(session: AsyncSession, operation_id: uuid.UUID) -> Operation | Non
     return None if row is None else _to_operation(row)
 
 
+async def list_for_submission(session: AsyncSession, submission_id: uuid.UUID) -> list[Operation]:
+    """The operations a submission enqueued, oldest first."""
+    statement = select(operations).where(_t.submission_id == submission_id).order_by(_t.created_at, _t.id)
+    return [_to_operation(row) for row in await session.execute(statement)]
+
+
 async def _transition(
     session: AsyncSession, operation_id: uuid.UUID, verb: str, allowed: Sequence[Status], **values
 ) -> Operation:
