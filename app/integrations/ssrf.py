@@ -81,6 +81,9 @@ def _describe(address: IPv4Address | IPv6Address) -> str:
     kind = _KINDS.get(block.name)
     if kind is None:
         kind = "a cloud metadata address" if block.name.startswith("Cloud metadata") else f"a reserved address ({block.name})"
+    text = str(address)
+    if isinstance(address, IPv6Address) and address.ipv4_mapped:
+        text = f"::ffff:{address.ipv4_mapped}"  # as written; older Pythons print ::ffff:7f00:1
     if verdict.chain:
-        return f"{address} (IPv4 {verdict.chain[-1][1]}), {kind}"
-    return f"{address}, {kind}"
+        return f"{text} (IPv4 {verdict.chain[-1][1]}), {kind}"
+    return f"{text}, {kind}"
