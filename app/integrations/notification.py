@@ -32,7 +32,7 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
         except IntegrationError as error:
             failures[channel] = error
             continue
-        progress[channel] = {"status": SENT, **outcome}
+        progress[channel] = {**outcome, "status": SENT}
         await ctx.effects.save_progress(progress)
     if failures:
         raise _combined(failures, progress)

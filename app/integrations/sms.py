@@ -44,7 +44,7 @@ async def send_sms(ctx: HandlerContext, channel: SmsChannel) -> dict[str, Any]:
     )
     answer = reply.json()
     answer = answer if isinstance(answer, dict) else {}
-    return {"message_sid": answer.get("sid"), "status": answer.get("status")}
+    return {"message_sid": answer.get("sid"), "twilio_status": answer.get("status")}
 
 
 def phone_number(data: dict[str, Any], to_field: str) -> str:

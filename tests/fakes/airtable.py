@@ -42,7 +42,7 @@ class FakeAirtable(FakeServer):
         return list(self._tables.get((base_id, table), []))
 
     async def answer(self, request: Recorded) -> Response:
-        parts = request.path.split("/")
+        parts = [unquote(part) for part in request.raw_path.split("/")]
         if len(parts) != 4 or parts[1] != "v0" or not parts[2].startswith("app"):
             return JSONResponse({"error": "NOT_FOUND"}, status_code=404)
         if request.headers.get("authorization") != f"Bearer {AIRTABLE_API_KEY}":
@@ -55,7 +55,7 @@ class FakeAirtable(FakeServer):
         if problem:
             return _error(422, "INVALID_REQUEST_UNKNOWN", problem)
         body = request.json()
-        return JSONResponse(self._upsert((parts[2], unquote(parts[3])), body))
+        return JSONResponse(self._upsert((parts[2], parts[3]), body))
 
     def _upsert(self, table: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
         merge_on = body["performUpsert"]["fieldsToMergeOn"]

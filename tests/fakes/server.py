@@ -30,7 +30,8 @@ class Recorded:
     """One request as the fake received it."""
 
     method: str
-    path: str
+    path: str  # percent-decoded
+    raw_path: str  # as sent, e.g. /v0/app1/My%20Table
     query: str
     headers: dict[str, str]  # lower-case names
     body: bytes
@@ -180,6 +181,7 @@ class FakeServer:
         request = Recorded(
             method=starlette_request.method,
             path=starlette_request.url.path,
+            raw_path=scope.get("raw_path", b"").decode("latin-1") or starlette_request.url.path,
             query=starlette_request.url.query,
             headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
             body=await starlette_request.body(),
