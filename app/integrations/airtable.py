@@ -25,8 +25,12 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     api_key = common.credential(ctx.settings.airtable_api_key, "AIRTABLE_API_KEY")
     fields = record_fields(common.form(ctx).fields, common.submission(ctx))
     reply = await send(
-        ctx.http, "PATCH", table_url(ctx.settings.airtable_base_url, entry.base_id, entry.table_name),
-        service="Airtable", trusted=True, secrets=[api_key],
+        ctx.http,
+        "PATCH",
+        table_url(ctx.settings.airtable_base_url, entry.base_id, entry.table_name),
+        service="Airtable",
+        trusted=True,
+        secrets=[api_key],
         headers={"Authorization": f"Bearer {api_key}"},
         json={"performUpsert": {"fieldsToMergeOn": [MERGE_FIELD]}, "records": [{"fields": fields}], "typecast": True},
     )

@@ -27,17 +27,29 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     return await send_email(ctx, entry, payload, idempotency_key=f"intake/{ctx.operation.id}/email")
 
 
-async def send_email(ctx: HandlerContext, channel: EmailChannel, payload: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+async def send_email(
+    ctx: HandlerContext, channel: EmailChannel, payload: dict[str, Any], *, idempotency_key: str
+) -> dict[str, Any]:
     """Render `channel`'s template and send it through Resend under `idempotency_key`."""
     api_key = common.credential(ctx.settings.resend_api_key, "RESEND_API_KEY")
     submission = common.submission(ctx)
     to = recipient(submission.data, channel.to_field)
     rendered = render_email(channel.template, email_context(ctx, payload))
     reply = await send(
-        ctx.http, "POST", f"{ctx.settings.resend_base_url.rstrip('/')}/emails",
-        service="Resend", trusted=True, secrets=[api_key],
+        ctx.http,
+        "POST",
+        f"{ctx.settings.resend_base_url.rstrip('/')}/emails",
+        service="Resend",
+        trusted=True,
+        secrets=[api_key],
         headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": idempotency_key},
-        json={"from": ctx.settings.email_from, "to": [to], "subject": rendered.subject, "text": rendered.text, "html": rendered.html},
+        json={
+            "from": ctx.settings.email_from,
+            "to": [to],
+            "subject": rendered.subject,
+            "text": rendered.text,
+            "html": rendered.html,
+        },
     )
     answer = reply.json()
     return {"email_id": answer.get("id") if isinstance(answer, dict) else None, "template": channel.template}
@@ -47,7 +59,9 @@ def recipient(data: dict[str, Any], to_field: str) -> str:
     """The submission's email address in `to_field`, checked."""
     address = common.field_value(data, to_field, "email address")
     if len(address) > 254 or not _ADDRESS.match(address):
-        raise PermanentError(f"the submission's field {to_field!r} is not a valid email address", code="invalid_recipient")
+        raise PermanentError(
+            f"the submission's field {to_field!r} is not a valid email address", code="invalid_recipient"
+        )
     return address
 
 

@@ -222,7 +222,7 @@ def provider_detail(body: bytes) -> str | None:
     try:
         data = json.loads(body)
     except ValueError:
-        text = " ".join(body[:DETAIL_CHARS * 4].decode("utf-8", errors="replace").split())
+        text = " ".join(body[: DETAIL_CHARS * 4].decode("utf-8", errors="replace").split())
         return text[:DETAIL_CHARS] or None
     if not isinstance(data, dict):
         return None

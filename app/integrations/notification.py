@@ -43,7 +43,9 @@ def _channels(entry: NotificationIntegration) -> list[str]:
     return [name for name in ("email", "sms") if getattr(entry, name) is not None]
 
 
-async def _send(channel: str, entry: NotificationIntegration, payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
+async def _send(
+    channel: str, entry: NotificationIntegration, payload: dict[str, Any], ctx: HandlerContext
+) -> dict[str, Any]:
     if channel == "email":
         key = f"intake/{ctx.operation.id}/notification-email"
         return await send_email(ctx, entry.email, payload, idempotency_key=key)

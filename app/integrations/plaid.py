@@ -103,7 +103,9 @@ async def _identity_then_remove(plaid: "_Plaid", access_token: str) -> tuple[dic
         await _remove(plaid, access_token)
         raise PermanentError(
             f"{error}; the public token is spent, so the applicant must link their bank again",
-            code="token_spent", http_status=error.http_status, excerpt=error.excerpt,
+            code="token_spent",
+            http_status=error.http_status,
+            excerpt=error.excerpt,
         ) from error
     return identity, await _remove(plaid, access_token)
 
@@ -144,8 +146,13 @@ class _Plaid:
     async def call(self, path: str, **body: str) -> dict[str, Any]:
         """POST `body` to `path` with the credentials; Plaid's JSON answer."""
         reply = await send(
-            self._http, "POST", self._url + path, service="Plaid", trusted=True,
-            secrets=[self._secret, *body.values()], cap=BODY_CAP,
+            self._http,
+            "POST",
+            self._url + path,
+            service="Plaid",
+            trusted=True,
+            secrets=[self._secret, *body.values()],
+            cap=BODY_CAP,
             json={"client_id": self._client_id, "secret": self._secret, **body},
         )
         answer = reply.json()

@@ -37,8 +37,12 @@ async def send_sms(ctx: HandlerContext, channel: SmsChannel) -> dict[str, Any]:
     submission = common.submission(ctx)
     to = phone_number(submission.data, channel.to_field)
     reply = await send(
-        ctx.http, "POST", f"{settings.twilio_base_url.rstrip('/')}/2010-04-01/Accounts/{sid}/Messages.json",
-        service="Twilio", trusted=True, secrets=[token, base64.b64encode(f"{sid}:{token}".encode()).decode()],
+        ctx.http,
+        "POST",
+        f"{settings.twilio_base_url.rstrip('/')}/2010-04-01/Accounts/{sid}/Messages.json",
+        service="Twilio",
+        trusted=True,
+        secrets=[token, base64.b64encode(f"{sid}:{token}".encode()).decode()],
         auth=(sid, token),
         data={"To": to, "From": sender, "Body": render_sms(channel.body, submission.data)},
     )

@@ -80,7 +80,11 @@ def _describe(address: IPv4Address | IPv6Address) -> str:
         return f"{address}, which is not a public address"
     kind = _KINDS.get(block.name)
     if kind is None:
-        kind = "a cloud metadata address" if block.name.startswith("Cloud metadata") else f"a reserved address ({block.name})"
+        kind = (
+            "a cloud metadata address"
+            if block.name.startswith("Cloud metadata")
+            else f"a reserved address ({block.name})"
+        )
     text = str(address)
     if isinstance(address, IPv6Address) and address.ipv4_mapped:
         text = f"::ffff:{address.ipv4_mapped}"  # as written; older Pythons print ::ffff:7f00:1

@@ -41,7 +41,8 @@ We will be in touch.</p>
     "status_change/subject.txt": "Your submission to {{ form_name }}: {{ new_status }}",
     "status_change/body.txt": """{{ greeting }},
 
-The status of your submission to {{ form_name }} is now: {{ new_status }}{% if old_status %} (it was: {{ old_status }}){% endif %}.
+The status of your submission to {{ form_name }} is now: {{ new_status }}
+{%- if old_status %} (it was: {{ old_status }}){% endif %}.
 
 Reference: {{ reference }}
 """,

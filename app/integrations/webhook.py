@@ -64,13 +64,24 @@ async def _deliver(http: httpx.AsyncClient, url: str, body: bytes, headers: dict
     """POST the signed body; a 410 Gone becomes DisableIntegration."""
     service = f"webhook receiver at {_host(url)}"
     try:
-        return await send(http, "POST", url, service=service, trusted=False, secrets=_secret_forms(secret), content=body, headers=headers)
+        return await send(
+            http,
+            "POST",
+            url,
+            service=service,
+            trusted=False,
+            secrets=_secret_forms(secret),
+            content=body,
+            headers=headers,
+        )
     except PermanentError as error:
         if error.http_status != 410:
             raise
         raise DisableIntegration(
             f"{service} answered 410 Gone: the entry is disabled until an admin re-enables it",
-            code="gone", http_status=410, excerpt=error.excerpt,
+            code="gone",
+            http_status=410,
+            excerpt=error.excerpt,
         ) from error
 
 

@@ -66,7 +66,11 @@ class FakeAirtable(FakeServer):
                 fields = record["fields"]
                 row = next((r for r in rows if all(r["fields"].get(f) == fields[f] for f in merge_on)), None)
                 if row is None:
-                    row = {"id": "rec" + secrets.token_hex(7), "createdTime": datetime.now(UTC).isoformat(), "fields": {}}
+                    row = {
+                        "id": "rec" + secrets.token_hex(7),
+                        "createdTime": datetime.now(UTC).isoformat(),
+                        "fields": {},
+                    }
                     rows.append(row)
                     created.append(row["id"])
                 else:

@@ -20,19 +20,48 @@ from tests.fakes.credentials import PLAID_CLIENT_ID, PLAID_SECRET
 from tests.fakes.server import FakeServer, Recorded
 
 DEFAULT_ACCOUNTS = [
-    {"name": "Plaid Checking", "official_name": "Plaid Gold Standard 0% Interest Checking", "mask": "0000", "type": "depository", "subtype": "checking"},
-    {"name": "Plaid Saving", "official_name": "Plaid Silver Standard 0.1% Interest Saving", "mask": "1111", "type": "depository", "subtype": "savings"},
+    {
+        "name": "Plaid Checking",
+        "official_name": "Plaid Gold Standard 0% Interest Checking",
+        "mask": "0000",
+        "type": "depository",
+        "subtype": "checking",
+    },
+    {
+        "name": "Plaid Saving",
+        "official_name": "Plaid Silver Standard 0.1% Interest Saving",
+        "mask": "1111",
+        "type": "depository",
+        "subtype": "savings",
+    },
 ]
 DEFAULT_OWNER = {
     "names": ["Alberta Bobbeth Charleson"],
     "emails": [{"data": "accountholder0@example.com", "primary": True, "type": "primary"}],
     "phone_numbers": [{"data": "+1 111-555-3333", "primary": False, "type": "home"}],
-    "addresses": [{"data": {"city": "Malakoff", "street": "2992 Cameron Road", "postal_code": "14236", "region": "NY", "country": "US"}, "primary": True}],
+    "addresses": [
+        {
+            "data": {
+                "city": "Malakoff",
+                "street": "2992 Cameron Road",
+                "postal_code": "14236",
+                "region": "NY",
+                "country": "US",
+            },
+            "primary": True,
+        }
+    ],
 }
 
 
 def _error(status: int, error_type: str, code: str, message: str) -> JSONResponse:
-    body = {"error_type": error_type, "error_code": code, "error_message": message, "display_message": None, "request_id": uuid.uuid4().hex[:15]}
+    body = {
+        "error_type": error_type,
+        "error_code": code,
+        "error_message": message,
+        "display_message": None,
+        "request_id": uuid.uuid4().hex[:15],
+    }
     return JSONResponse(body, status_code=status)
 
 
@@ -61,7 +90,11 @@ class FakePlaid(FakeServer):
         return token
 
     async def answer(self, request: Recorded) -> Response:
-        routes = {"/item/public_token/exchange": self._exchange, "/identity/get": self._identity, "/item/remove": self._remove}
+        routes = {
+            "/item/public_token/exchange": self._exchange,
+            "/identity/get": self._identity,
+            "/item/remove": self._remove,
+        }
         route = routes.get(request.path)
         if route is None or request.method != "POST":
             return _error(404, "INVALID_REQUEST", "NOT_FOUND", "not found")
@@ -85,17 +118,28 @@ class FakePlaid(FakeServer):
         item = {"item_id": secrets.token_urlsafe(24), "institution_id": "ins_109508", "accounts": accounts}
         self._access[access_token] = item
         self.issued_access_tokens.append(access_token)
-        return JSONResponse({"access_token": access_token, "item_id": item["item_id"], "request_id": uuid.uuid4().hex[:15]})
+        return JSONResponse(
+            {"access_token": access_token, "item_id": item["item_id"], "request_id": uuid.uuid4().hex[:15]}
+        )
 
     def _identity(self, body: dict[str, Any]) -> Response:
         item = self._access.get(body.get("access_token"))
         if item is None:
             return _error(400, "INVALID_INPUT", "INVALID_ACCESS_TOKEN", "provided access token is in an invalid format")
         accounts = [
-            {**account, "account_id": secrets.token_urlsafe(16), "balances": {"available": 100, "current": 110, "iso_currency_code": "USD"}, "owners": [DEFAULT_OWNER]}
+            {
+                **account,
+                "account_id": secrets.token_urlsafe(16),
+                "balances": {"available": 100, "current": 110, "iso_currency_code": "USD"},
+                "owners": [DEFAULT_OWNER],
+            }
             for account in item["accounts"]
         ]
-        answer = {"accounts": accounts, "item": {"item_id": item["item_id"], "institution_id": item["institution_id"]}, "request_id": uuid.uuid4().hex[:15]}
+        answer = {
+            "accounts": accounts,
+            "item": {"item_id": item["item_id"], "institution_id": item["institution_id"]},
+            "request_id": uuid.uuid4().hex[:15],
+        }
         return JSONResponse(answer)
 
     def _remove(self, body: dict[str, Any]) -> Response:

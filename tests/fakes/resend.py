@@ -53,7 +53,9 @@ class FakeResend(FakeServer):
             return _error(403, "invalid_api_key", "API key is invalid")
         key = request.headers.get("idempotency-key")
         if not key or len(key) > 256:
-            return _error(400, "invalid_idempotency_key", "This fake requires an Idempotency-Key of 1 to 256 characters.")
+            return _error(
+                400, "invalid_idempotency_key", "This fake requires an Idempotency-Key of 1 to 256 characters."
+            )
         problem = _problem(request)
         if problem:
             return _error(422, "validation_error", problem)
@@ -64,7 +66,9 @@ class FakeResend(FakeServer):
             if key in self._by_key:
                 body, email_id = self._by_key[key]
                 if body != request.body:
-                    return _error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
+                    return _error(
+                        409, "invalid_idempotent_request", "Same idempotency key used with a different request payload."
+                    )
                 return JSONResponse({"id": email_id})
             email_id = str(uuid.uuid4())
             self._by_key[key] = (request.body, email_id)
@@ -85,7 +89,9 @@ def _problem(request: Recorded) -> str | None:
         if not body.get(name):
             return f"Missing `{name}` field."
     to = body["to"]
-    if not (isinstance(to, str) or (isinstance(to, list) and 1 <= len(to) <= 50 and all(isinstance(a, str) for a in to))):
+    if not (
+        isinstance(to, str) or (isinstance(to, list) and 1 <= len(to) <= 50 and all(isinstance(a, str) for a in to))
+    ):
         return "`to` must be an address or a list of 1 to 50 addresses"
     if not (body.get("html") or body.get("text")):
         return "Missing `html` or `text` field."

@@ -88,10 +88,18 @@ class FakeServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._asgi, interface="asgi3", lifespan="off", proxy_headers=False, log_level="warning", access_log=False, timeout_graceful_shutdown=1
+            self._asgi,
+            interface="asgi3",
+            lifespan="off",
+            proxy_headers=False,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=asyncio.run, args=(self._server.serve(sockets=[sock]),), daemon=True, name=self.name)
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._server.serve(sockets=[sock]),), daemon=True, name=self.name
+        )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -130,12 +138,34 @@ class FakeServer:
     def reset_state(self) -> None:
         """Subclasses forget what they stored (records, emails, tokens)."""
 
-    def fail(self, status: int = 500, *, times: int | None = 1, body: Body = None, retry_after: str | int | None = None, path: str | None = None) -> None:
+    def fail(
+        self,
+        status: int = 500,
+        *,
+        times: int | None = 1,
+        body: Body = None,
+        retry_after: str | int | None = None,
+        path: str | None = None,
+    ) -> None:
         """Answer the next `times` calls (None: all) with `status`; optionally a Retry-After header."""
         headers = {} if retry_after is None else {"retry-after": str(retry_after)}
-        self.respond(status, body=body if body is not None else {"error": f"scripted {status}"}, headers=headers, times=times, path=path)
+        self.respond(
+            status,
+            body=body if body is not None else {"error": f"scripted {status}"},
+            headers=headers,
+            times=times,
+            path=path,
+        )
 
-    def respond(self, status: int, *, body: Body = None, headers: dict[str, str] | None = None, times: int | None = None, path: str | None = None) -> None:
+    def respond(
+        self,
+        status: int,
+        *,
+        body: Body = None,
+        headers: dict[str, str] | None = None,
+        times: int | None = None,
+        path: str | None = None,
+    ) -> None:
         """Answer with this status, body and headers (for `times` calls; None: until reset)."""
         self._add(Script(status=status, body=body, headers=headers or {}, times=times, path=path))
 
@@ -143,7 +173,9 @@ class FakeServer:
         """Wait `seconds` before answering as usual (a receiver slower than a timeout)."""
         self._add(Script(delay=seconds, times=times, path=path, passthrough=True))
 
-    def drip(self, body: bytes, *, interval: float, status: int = 200, times: int | None = None, path: str | None = None) -> None:
+    def drip(
+        self, body: bytes, *, interval: float, status: int = 200, times: int | None = None, path: str | None = None
+    ) -> None:
         """Answer `status` at once, then send `body` one byte every `interval` seconds."""
         self._add(Script(status=status, body=body, drip=interval, times=times, path=path))
 

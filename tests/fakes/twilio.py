@@ -22,7 +22,12 @@ _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 
 
 def _error(status: int, code: int, message: str) -> JSONResponse:
-    body = {"code": code, "message": message, "more_info": f"https://www.twilio.com/docs/errors/{code}", "status": status}
+    body = {
+        "code": code,
+        "message": message,
+        "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        "status": status,
+    }
     return JSONResponse(body, status_code=status)
 
 
@@ -56,7 +61,12 @@ class FakeTwilio(FakeServer):
         problem = _problem(params)
         if problem:
             return _error(400, *problem)
-        message = {"sid": "SM" + secrets.token_hex(16), "to": params["To"], "from": params["From"], "body": params["Body"]}
+        message = {
+            "sid": "SM" + secrets.token_hex(16),
+            "to": params["To"],
+            "from": params["From"],
+            "body": params["Body"],
+        }
         self._messages.append(message)
         return JSONResponse({**message, "account_sid": TWILIO_ACCOUNT_SID, "status": "queued"}, status_code=201)
 

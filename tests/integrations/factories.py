@@ -49,15 +49,28 @@ def webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def make_form(*, integrations: list[dict[str, Any]] = (), fields: list[dict[str, Any]] | None = None, name: str = "Grant application") -> FormSnapshot:
+def make_form(
+    *,
+    integrations: list[dict[str, Any]] = (),
+    fields: list[dict[str, Any]] | None = None,
+    name: str = "Grant application",
+) -> FormSnapshot:
     """A form snapshot; integration entries are stored as given (secrets included)."""
-    return FormSnapshot(id=uuid.uuid4(), name=name, fields=list(fields or FORM_FIELDS), integrations=[dict(i) for i in integrations])
+    return FormSnapshot(
+        id=uuid.uuid4(), name=name, fields=list(fields or FORM_FIELDS), integrations=[dict(i) for i in integrations]
+    )
 
 
 def make_submission(form: FormSnapshot, **data: Any) -> SubmissionSnapshot:
     """A submission of `form` with `data` (defaults: a name, an email, a phone)."""
     values = {"name": "Ada Lovelace", "email": "ada@example.test", "phone": "+44 20 7946 0958", **data}
-    return SubmissionSnapshot(id=uuid.uuid4(), form_id=form.id, data=values, status="received", created_at=datetime(2026, 3, 1, 12, 30, tzinfo=UTC))
+    return SubmissionSnapshot(
+        id=uuid.uuid4(),
+        form_id=form.id,
+        data=values,
+        status="received",
+        created_at=datetime(2026, 3, 1, 12, 30, tzinfo=UTC),
+    )
 
 
 def payload_for(entry: dict[str, Any], event: str = SUBMISSION_CREATED, **details: Any) -> dict[str, Any]:
@@ -65,26 +78,61 @@ def payload_for(entry: dict[str, Any], event: str = SUBMISSION_CREATED, **detail
     return queue_payload(TypeAdapter(Integration).validate_python(entry), event, **details)
 
 
-def make_operation(operation_type: str, payload: dict[str, Any], *, form: FormSnapshot, submission: SubmissionSnapshot, **overrides: Any) -> Operation:
+def make_operation(
+    operation_type: str,
+    payload: dict[str, Any],
+    *,
+    form: FormSnapshot,
+    submission: SubmissionSnapshot,
+    **overrides: Any,
+) -> Operation:
     """A claimed operation of `operation_type`."""
     now = datetime.now(UTC)
     values = dict(
-        id=uuid.uuid4(), operation_type=operation_type, payload=payload, status=Status.PROCESSING, attempts=1,
-        max_attempts=3, priority=0, submission_id=submission.id, form_id=form.id, workspace_id=None, destination=None,
-        dedupe_key=None, locked_by="test", manual_retries=0, last_attempt_at=now, next_retry_at=now, completed_at=None,
-        last_error=None, error_history=[], result=None, created_at=now, updated_at=now,
+        id=uuid.uuid4(),
+        operation_type=operation_type,
+        payload=payload,
+        status=Status.PROCESSING,
+        attempts=1,
+        max_attempts=3,
+        priority=0,
+        submission_id=submission.id,
+        form_id=form.id,
+        workspace_id=None,
+        destination=None,
+        dedupe_key=None,
+        locked_by="test",
+        manual_retries=0,
+        last_attempt_at=now,
+        next_retry_at=now,
+        completed_at=None,
+        last_error=None,
+        error_history=[],
+        result=None,
+        created_at=now,
+        updated_at=now,
     )
     return Operation(**(values | overrides))
 
 
-def make_context(settings: Settings, http: httpx.AsyncClient, entry: dict[str, Any], *, form: FormSnapshot | None = None,
-                 submission: SubmissionSnapshot | None = None, event: str = SUBMISSION_CREATED, **details: Any) -> HandlerContext:
+def make_context(
+    settings: Settings,
+    http: httpx.AsyncClient,
+    entry: dict[str, Any],
+    *,
+    form: FormSnapshot | None = None,
+    submission: SubmissionSnapshot | None = None,
+    event: str = SUBMISSION_CREATED,
+    **details: Any,
+) -> HandlerContext:
     """A context for one attempt at running `entry` (stored on the form unless `form` is given)."""
     form = form or make_form(integrations=[entry])
     submission = submission or make_submission(form)
     payload = payload_for(entry, event, **details)
     operation = make_operation(entry["type"], payload, form=form, submission=submission)
-    return HandlerContext(settings=settings, http=http, operation=operation, form=form, submission=submission, effects=RecordingEffects())
+    return HandlerContext(
+        settings=settings, http=http, operation=operation, form=form, submission=submission, effects=RecordingEffects()
+    )
 
 
 def next_attempt(ctx: HandlerContext) -> HandlerContext:

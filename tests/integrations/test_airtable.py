@@ -19,7 +19,9 @@ async def test_upserts_the_submission_with_fields_named_by_label(settings, http,
 
     [row] = fake_airtable.rows(BASE, "Applicants")
     assert row["fields"] == {
-        "Full name": "Ada Lovelace", "Email": "ada@example.test", "Phone": "+44 20 7946 0958",
+        "Full name": "Ada Lovelace",
+        "Email": "ada@example.test",
+        "Phone": "+44 20 7946 0958",
         "Submission ID": str(ctx.submission.id),
     }
     assert result == {"record_id": row["id"], "created": True}

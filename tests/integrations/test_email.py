@@ -58,7 +58,14 @@ async def test_html_is_autoescaped_and_text_is_not(settings, http, fake_resend):
 
 
 async def test_status_change_template_names_the_new_and_old_status(settings, http, fake_resend):
-    ctx = make_context(settings, http, entry("status_change", on=["submission.status_changed"]), event=STATUS_CHANGED, old_status="in_review", new_status="approved")
+    ctx = make_context(
+        settings,
+        http,
+        entry("status_change", on=["submission.status_changed"]),
+        event=STATUS_CHANGED,
+        old_status="in_review",
+        new_status="approved",
+    )
 
     await email.handle(ctx.operation.payload, ctx)
 

@@ -46,7 +46,17 @@ def test_redirects_are_permanent(status):
     assert classify(status) is PermanentError
 
 
-@pytest.mark.parametrize(("status", "kind"), [(402, PermanentError), (405, PermanentError), (413, PermanentError), (415, PermanentError), (421, TransientError), (423, TransientError)])
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (402, PermanentError),
+        (405, PermanentError),
+        (413, PermanentError),
+        (415, PermanentError),
+        (421, TransientError),
+        (423, TransientError),
+    ],
+)
 def test_other_4xx_are_decided_by_whether_repeating_can_help(status, kind):
     assert classify(status) is kind
 
@@ -97,7 +107,9 @@ async def test_transient_answer_carries_status_retry_after_and_excerpt(http, web
 
 async def test_provider_json_errors_are_summarised(http, fake_twilio):
     with pytest.raises(PermanentError) as raised:
-        await send(http, "POST", f"{fake_twilio.url}/2010-04-01/Accounts/AC1/Messages.json", service="Twilio", trusted=True)
+        await send(
+            http, "POST", f"{fake_twilio.url}/2010-04-01/Accounts/AC1/Messages.json", service="Twilio", trusted=True
+        )
 
     assert str(raised.value) == "Twilio answered 401 Unauthorized: 20003: Authenticate"
 

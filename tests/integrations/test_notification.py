@@ -5,7 +5,8 @@ from app.integrations.base import PermanentError, TransientError
 from tests.integrations.factories import make_context, make_form, make_submission, next_attempt
 
 ENTRY = {
-    "id": "both", "type": "notification",
+    "id": "both",
+    "type": "notification",
     "email": {"to_field": "email", "template": "submission_receipt"},
     "sms": {"to_field": "phone", "body": "Received, {{ name }}."},
 }

@@ -103,7 +103,16 @@ async def test_a_failure_before_the_exchange_is_retried_normally(settings, http,
 async def test_identity_is_retried_within_the_attempt_after_the_exchange(settings, http, fake_plaid):
     ctx = context(settings, http, fake_plaid.issue_public_token())
     fake_plaid.fail(500, times=1, path="/identity/get")
-    fake_plaid.fail(400, times=1, path="/identity/get", body={"error_type": "ITEM_ERROR", "error_code": "PRODUCT_NOT_READY", "error_message": "the requested product is not yet ready"})
+    fake_plaid.fail(
+        400,
+        times=1,
+        path="/identity/get",
+        body={
+            "error_type": "ITEM_ERROR",
+            "error_code": "PRODUCT_NOT_READY",
+            "error_message": "the requested product is not yet ready",
+        },
+    )
 
     result = await plaid.handle(ctx.operation.payload, ctx)
 

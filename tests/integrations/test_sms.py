@@ -63,10 +63,19 @@ async def test_each_missing_credential_names_its_setting(fake_providers, http, f
 
 async def test_twilio_refusal_is_permanent_with_its_code_and_no_token(fake_providers, http, fake_twilio):
     ctx = make_context(make_settings(**fake_providers.settings), http, entry())
-    fake_twilio.fail(400, body={"code": 21610, "message": f"Attempt to send to unsubscribed recipient (token {credentials.TWILIO_AUTH_TOKEN})", "status": 400})
+    fake_twilio.fail(
+        400,
+        body={
+            "code": 21610,
+            "message": f"Attempt to send to unsubscribed recipient (token {credentials.TWILIO_AUTH_TOKEN})",
+            "status": 400,
+        },
+    )
 
     with pytest.raises(PermanentError) as raised:
         await sms.handle(ctx.operation.payload, ctx)
 
-    assert str(raised.value).startswith("Twilio answered 400 Bad Request: 21610: Attempt to send to unsubscribed recipient")
+    assert str(raised.value).startswith(
+        "Twilio answered 400 Bad Request: 21610: Attempt to send to unsubscribed recipient"
+    )
     assert credentials.TWILIO_AUTH_TOKEN not in str(raised.value) + raised.value.excerpt

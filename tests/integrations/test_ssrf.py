@@ -63,7 +63,9 @@ def guarded_context(http, url):
         ("0.0.0.0", "0.0.0.0, an unspecified address"),
     ],
 )
-async def test_private_addresses_are_refused_without_a_connection(guarded, webhook_receiver, connections, host, expected):
+async def test_private_addresses_are_refused_without_a_connection(
+    guarded, webhook_receiver, connections, host, expected
+):
     url = f"http://{host}:{webhook_receiver.port}/hooks/intake"
     ctx = guarded_context(guarded, url)
 
@@ -140,7 +142,9 @@ async def test_provider_calls_reach_loopback_fakes_while_webhooks_are_guarded(gu
     email = {"from": "a@example.test", "to": ["b@example.test"], "subject": "s", "text": "t"}
     headers = {"Authorization": f"Bearer {credentials.RESEND_API_KEY}", "Idempotency-Key": "k"}
 
-    reply = await send(guarded, "POST", f"{fake_resend.url}/emails", service="Resend", trusted=True, json=email, headers=headers)
+    reply = await send(
+        guarded, "POST", f"{fake_resend.url}/emails", service="Resend", trusted=True, json=email, headers=headers
+    )
     with pytest.raises(PermanentError, match="loopback"):
         await send(guarded, "POST", webhook_receiver.url_for(), service="webhook receiver", trusted=False)
 
@@ -151,7 +155,9 @@ async def test_provider_calls_reach_loopback_fakes_while_webhooks_are_guarded(gu
 
 async def test_allowing_private_networks_reaches_the_receiver_on_loopback(settings, http, webhook_receiver):
     assert settings.webhook_allow_private_networks
-    ctx = make_context(settings, http, {"id": "hook", "type": "webhook", "url": webhook_receiver.url_for(), "secret": webhook_secret()})
+    ctx = make_context(
+        settings, http, {"id": "hook", "type": "webhook", "url": webhook_receiver.url_for(), "secret": webhook_secret()}
+    )
 
     await webhook.handle(ctx.operation.payload, ctx)
 

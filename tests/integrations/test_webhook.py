@@ -2,6 +2,7 @@ import json
 
 import pytest
 from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from app.forms.schema import STATUS_CHANGED
 from app.integrations import webhook
@@ -10,7 +11,13 @@ from tests.integrations.factories import make_context, make_form, make_submissio
 
 
 def hook(receiver, **overrides):
-    return {"id": "crm-hook", "type": "webhook", "url": receiver.url_for("/hooks/crm"), "secret": webhook_secret(), **overrides}
+    return {
+        "id": "crm-hook",
+        "type": "webhook",
+        "url": receiver.url_for("/hooks/crm"),
+        "secret": webhook_secret(),
+        **overrides,
+    }
 
 
 async def test_delivery_is_signed_per_standard_webhooks(settings, http, webhook_receiver):
@@ -25,7 +32,9 @@ async def test_delivery_is_signed_per_standard_webhooks(settings, http, webhook_
     assert document["type"] == "submission.created"
     assert document["timestamp"] == ctx.submission.created_at.isoformat()
     assert document["data"] == {
-        "form_id": str(ctx.form.id), "submission_id": str(ctx.submission.id), "data": ctx.submission.data,
+        "form_id": str(ctx.form.id),
+        "submission_id": str(ctx.submission.id),
+        "data": ctx.submission.data,
     }
     expected_id = f"{ctx.form.id}-{ctx.submission.id}-crm-hook"
     assert delivery.headers["webhook-id"] == expected_id
@@ -42,7 +51,7 @@ async def test_secret_comes_from_the_stored_form_not_the_payload(settings, http,
 
     [delivery] = webhook_receiver.deliveries()
     Webhook(entry["secret"]).verify(delivery.body, delivery.headers)
-    with pytest.raises(Exception):
+    with pytest.raises(WebhookVerificationError):
         Webhook(webhook_secret()).verify(delivery.body, delivery.headers)
 
 
@@ -65,8 +74,26 @@ async def test_status_change_has_its_own_id_per_event_and_carries_the_statuses(s
     entry = hook(webhook_receiver, on=["submission.status_changed"])
     form = make_form(integrations=[entry])
     submission = make_submission(form)
-    approve = make_context(settings, http, entry, form=form, submission=submission, event=STATUS_CHANGED, old_status="received", new_status="approved")
-    reject = make_context(settings, http, entry, form=form, submission=submission, event=STATUS_CHANGED, old_status="approved", new_status="rejected")
+    approve = make_context(
+        settings,
+        http,
+        entry,
+        form=form,
+        submission=submission,
+        event=STATUS_CHANGED,
+        old_status="received",
+        new_status="approved",
+    )
+    reject = make_context(
+        settings,
+        http,
+        entry,
+        form=form,
+        submission=submission,
+        event=STATUS_CHANGED,
+        old_status="approved",
+        new_status="rejected",
+    )
 
     await webhook.handle(approve.operation.payload, approve)
     await webhook.handle(reject.operation.payload, reject)
