@@ -51,6 +51,7 @@ TRANSIENT_STATUSES = frozenset({408, 409, 421, 423, 425, 429})
 
 _PROVIDER = "intake.provider"  # request extension: this URL comes from settings, not from a user
 _REDACTED = "[redacted]"
+_WHITESPACE = re.compile(r"\s+")
 
 
 def create_http_client(settings: Settings, *, resolver: Resolver | None = None) -> httpx.AsyncClient:
@@ -128,18 +129,24 @@ async def send(
     try:
         async with client.stream(method, url, extensions=extensions, **request) as response:
             body, truncated = await read_capped(response, cap)
-    except SSRFGuardError as error:
-        raise refusal(error) from error
-    except httpx.TimeoutException as error:
-        raise TransientError(f"{service} did not answer in time ({_phase(error)})", code="timeout") from error
-    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-        raise PermanentError(f"{service} URL is not usable: {_text(error, secrets)}", code="invalid_url") from error
-    except httpx.TransportError as error:
-        raise TransientError(f"could not reach {service}: {_text(error, secrets)}", code="connection_error") from error
+    except (SSRFGuardError, httpx.InvalidURL, httpx.RequestError) as error:
+        raise request_failure(error, service=service, secrets=secrets) from error
     error = response_error(response.status_code, response.headers, body, service=service, secrets=secrets)
     if error is not None:
         raise error
     return Reply(status=response.status_code, headers=response.headers, body=body, truncated=truncated)
+
+
+def request_failure(error: Exception, *, service: str, secrets: Iterable[str] = ()) -> IntegrationError:
+    """What a request that got no answer means: a refused URL is permanent, a network failure transient."""
+    if isinstance(error, SSRFGuardError):
+        return refusal(error)
+    if isinstance(error, httpx.TimeoutException):
+        return TransientError(f"{service} did not answer in time ({_phase(error)})", code="timeout")
+    if isinstance(error, httpx.InvalidURL | httpx.UnsupportedProtocol):
+        return PermanentError(f"{service} URL is not usable: {_text(error, secrets)}", code="invalid_url")
+    # Connection refused or reset, DNS failure, a broken answer: the next attempt may fare better.
+    return TransientError(f"could not reach {service}: {_text(error, secrets)}", code="connection_error")
 
 
 async def read_capped(response: httpx.Response, cap: int = BODY_CAP) -> tuple[bytes, bool]:
@@ -258,9 +265,6 @@ def _phase(error: httpx.TimeoutException) -> str:
         httpx.PoolTimeout: "no free connection",
     }
     return phases.get(type(error), "timeout")
-
-
-_WHITESPACE = re.compile(r"\s+")
 
 
 def _text(error: Exception, secrets: Iterable[str]) -> str:

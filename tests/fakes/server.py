@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -22,7 +22,8 @@ import uvicorn
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-Body = bytes | str | dict | list | None
+#: A scripted body; a callable is given the request (e.g. to echo it back, as some servers do).
+Body = bytes | str | dict | list | Callable[["Recorded"], Any] | None
 
 
 @dataclass(frozen=True)
@@ -224,12 +225,12 @@ class FakeServer:
         if script is None or script.passthrough:
             response = await self.answer(request)
         else:
-            response = _scripted(script)
+            response = _scripted(script, request)
         await response(scope, receive, send)
 
 
-def _scripted(script: Script) -> Response:
-    body = script.body
+def _scripted(script: Script, request: Recorded) -> Response:
+    body = script.body(request) if callable(script.body) else script.body
     if isinstance(body, dict | list):
         body = json.dumps(body)
         headers = {"content-type": "application/json", **script.headers}
