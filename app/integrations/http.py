@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from ssrfguard import Resolver, SSRFGuardError
@@ -165,10 +166,12 @@ def classify(status: int) -> type[IntegrationError] | None:
     """None for 2xx; TransientError when another attempt may succeed; PermanentError otherwise."""
     if 200 <= status < 300:
         return None
+    if status in PERMANENT_STATUSES:
+        return PermanentError
     if status in TRANSIENT_STATUSES or 500 <= status < 600:
         return TransientError
-    # 3xx (redirects are not followed), 400/401/403/404/410/422 and the other 4xx (402, 405,
-    # 413, 415, ...) all say the request itself is wrong: sending it again cannot help.
+    # 3xx (redirects are not followed) and the other 4xx (402, 405, 413, 415, ...) say that the
+    # request itself is wrong: sending it again cannot help.
     return PermanentError
 
 
@@ -183,7 +186,7 @@ def response_error(
     message = f"{service} answered {status} {_reason(status)}"
     detail = provider_detail(body)
     if detail:
-        message += f": {redact(detail, secrets)}"
+        message += f": {redact(detail, secrets)[:DETAIL_CHARS]}"
     code = "http_error"
     if 300 <= status < 400:
         code = "redirect"
@@ -220,17 +223,17 @@ def _seconds_until(http_date: str, now: datetime) -> float | None:
 
 def excerpt(body: bytes, secrets: Iterable[str] = ()) -> str:
     """The first EXCERPT_CHARS characters of a body, on one line, secrets redacted."""
-    text = body[: EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    return redact(" ".join(text.split()), secrets)[:EXCERPT_CHARS]
+    # Redacted before it is cut, so that a secret straddling the cut cannot leave its first half.
+    text = redact(body.decode("utf-8", errors="replace"), secrets)
+    return " ".join(text.split())[:EXCERPT_CHARS]
 
 
 def provider_detail(body: bytes) -> str | None:
-    """The provider's own short explanation of an error: `code: message` from its JSON, or its text."""
+    """The provider's own explanation of an error, uncut: `code: message` from its JSON, or its text."""
     try:
         data = json.loads(body)
     except ValueError:
-        text = " ".join(body[: DETAIL_CHARS * 4].decode("utf-8", errors="replace").split())
-        return text[:DETAIL_CHARS] or None
+        return " ".join(body.decode("utf-8", errors="replace").split()) or None
     if not isinstance(data, dict):
         return None
     if isinstance(data.get("error"), dict):  # Airtable: {"error": {"type", "message"}}
@@ -238,14 +241,16 @@ def provider_detail(body: bytes) -> str | None:
     code = _first(data, "error_code", "type", "name", "code", "error")
     message = _first(data, "error_message", "message", "detail")
     parts = [str(part) for part in (code, message) if part not in (None, "")]
-    return ": ".join(parts)[:DETAIL_CHARS] or None
+    return ": ".join(parts) or None
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret replaced by [redacted]."""
+    """`text` with every secret, as written or as a server may have escaped it, replaced by [redacted]."""
     for secret in secrets:
-        if secret and len(secret) >= 4:  # a tiny "secret" would shred ordinary words
-            text = text.replace(secret, _REDACTED)
+        if not secret or len(secret) < 4:  # a tiny "secret" would shred ordinary words
+            continue
+        for form in {secret, json.dumps(secret)[1:-1], secret.replace("/", "\\/"), quote(secret, safe="")}:
+            text = text.replace(form, _REDACTED)
     return text
 
 

@@ -16,6 +16,8 @@ from app.integrations.http import (
     RETRY_AFTER_MAX,
     classify,
     create_http_client,
+    excerpt,
+    redact,
     retry_after_seconds,
     send,
 )
@@ -183,3 +185,15 @@ async def test_the_client_has_per_phase_timeouts_and_follows_no_redirects():
         timeout = client.timeout
         assert None not in (timeout.connect, timeout.read, timeout.write, timeout.pool)
         assert client.follow_redirects is False
+
+
+def test_secrets_are_redacted_however_a_server_escaped_them():
+    secret = "whsec_ab/c+d=="
+    text = f"raw {secret} json-escaped {secret.replace('/', chr(92) + '/')} url-encoded whsec_ab%2Fc%2Bd%3D%3D"
+    assert redact(text, [secret]) == "raw [redacted] json-escaped [redacted] url-encoded [redacted]"
+
+
+def test_a_secret_straddling_the_excerpt_cut_leaves_no_half_behind():
+    secret = "sk_live_0123456789abcdef"
+    body = ("x" * (EXCERPT_CHARS - 8) + secret).encode()
+    assert "sk_live" not in excerpt(body, [secret])
