@@ -18,10 +18,11 @@ after the exchange cannot be repeated by a later attempt. Hence:
 - if it still fails, or a later attempt finds `exchanged` in the operation's result (the worker
   died, the 30 s deadline cut it short), the operation fails permanently with an error saying the
   applicant must link their bank again — rather than retrying into Plaid's INVALID_PUBLIC_TOKEN;
-- a run that completes overwrites the summary, so running it again (a manual retry with a fresh
-  token) leaves one summary, not two.
+- a run that completes overwrites the submission's summary: however many runs there were, the
+  submission holds one summary, the latest.
 If the exchange succeeded at Plaid but its answer was lost, the retry meets INVALID_PUBLIC_TOKEN,
-a permanent error too: nothing can recover a token whose access token was never seen.
+a permanent error too: nothing can recover a token whose access token was never seen. So does an
+operation that first runs more than 30 minutes after the applicant linked their bank.
 """
 
 import asyncio
