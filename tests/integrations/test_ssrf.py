@@ -1,11 +1,14 @@
 """The SSRF guard: refused addresses never see a connection attempt; provider calls are not guarded."""
 
+import asyncio
 import socket
+import ssl
 from ipaddress import ip_network
 
 import anyio
 import httpx
 import pytest
+import trustme
 from ssrfguard import Policy, SSRFGuardError
 from ssrfguard.httpx import AsyncSafeTransport
 
@@ -162,3 +165,54 @@ async def test_allowing_private_networks_reaches_the_receiver_on_loopback(settin
     await webhook.handle(ctx.operation.payload, ctx)
 
     assert len(webhook_receiver.deliveries()) == 1
+
+
+@pytest.fixture
+async def tls_server():
+    """An HTTPS server on 127.0.0.1 with a certificate for hooks.test only; records the SNI it is sent."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.test").configure_cert(server_context)
+    names: list[str | None] = []
+    server_context.sni_callback = lambda sock, name, context: names.append(name)
+
+    async def answer(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    async with server:
+        yield server.sockets[0].getsockname()[1], client_context, names
+
+
+def pinned_client(port: int, verify: ssl.SSLContext) -> httpx.AsyncClient:
+    """ssrfguard's transport as ours builds it, but allowed to reach loopback, with names resolving to it."""
+
+    def to_loopback(host, port, family=0, type=0, proto=0, flags=0):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    policy = Policy(allowed_ports=frozenset({port}), allowed_networks=(ip_network("127.0.0.0/8"),))
+    return httpx.AsyncClient(transport=AsyncSafeTransport(policy=policy, resolver=to_loopback, verify=verify))
+
+
+async def test_tls_is_verified_for_the_hostname_while_connecting_to_the_pinned_address(tls_server, connections):
+    port, verify, names = tls_server
+
+    async with pinned_client(port, verify) as client:
+        response = await client.get(f"https://hooks.test:{port}/")
+
+    assert response.text == "ok"
+    assert names == ["hooks.test"]  # SNI is the name, not 127.0.0.1
+    assert connections == [("127.0.0.1", port)]
+
+
+async def test_a_certificate_for_another_name_is_refused(tls_server):
+    port, verify, _ = tls_server
+
+    async with pinned_client(port, verify) as client:
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED|hostname"):
+            await client.get(f"https://other.test:{port}/")
