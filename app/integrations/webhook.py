@@ -41,7 +41,7 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     entry_id = common.entry(payload, WebhookIntegration).id
     stored = _stored_entry(ctx, entry_id)
     submission = common.submission(ctx)
-    event = payload["event"]
+    event = payload.get("event") or SUBMISSION_CREATED
     message_id = webhook_id(ctx, entry_id, event)
     body = encode_body(event, _event_time(ctx, submission, event), _event_data(payload, submission))
     headers = signed_headers(stored["secret"], message_id, int(time.time()), body)
