@@ -153,7 +153,7 @@ def operations_for(form: Form, submission_id: uuid.UUID, event: Event, **details
 def _dedupe_key(submission_id: uuid.UUID, entry: Integration, event: Event, details: dict) -> str:
     # A status change can happen more than once per submission: the new status tells them apart
     # (each status is entered at most once, TRANSITIONS having no cycle).
-    suffix = f":{details['status_change']['to']}" if event == STATUS_CHANGED else ""
+    suffix = f":{details['new_status']}" if event == STATUS_CHANGED else ""
     return f"{submission_id}:{entry.id}:{event}{suffix}"
 
 
@@ -190,8 +190,9 @@ async def _move(session: AsyncSession, current: Submission, new_status: str) -> 
         raise InvalidStatusChange(current.status, new_status)
     await _set_status(session, current, new_status)
     form = await get_form(session, current.form_id)
-    change = {"from": current.status, "to": new_status}
-    await queue.enqueue_many(session, operations_for(form, current.id, STATUS_CHANGED, status_change=change))
+    # The handlers (email templates, webhook data) read these two names from the payload.
+    change = {"old_status": current.status, "new_status": new_status}
+    await queue.enqueue_many(session, operations_for(form, current.id, STATUS_CHANGED, **change))
 
 
 async def _set_status(session: AsyncSession, current: Submission, new_status: str) -> None:

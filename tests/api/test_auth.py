@@ -25,13 +25,13 @@ BAD_CREDENTIALS = [
 
 
 def admin_routes(client) -> list[tuple[str, str]]:
-    """Every (method, concrete path) under /api that is not public, read from the app's OpenAPI."""
+    """Every (method, concrete path) under /api that is neither public nor cron, from the OpenAPI."""
     paths = client._transport.app.openapi()["paths"]
     routes = [
         (method.upper(), path)
         for path, operations in paths.items()
-        for method in operations
-        if path.startswith("/api/") and (method.upper(), path) not in PUBLIC
+        for method, operation in operations.items()
+        if path.startswith("/api/") and (method.upper(), path) not in PUBLIC and "cron" not in operation["tags"]
     ]
     return [(method, re.sub(r"{[^}]+}", str(uuid.uuid4()), path)) for method, path in routes]
 

@@ -336,7 +336,7 @@ async def test_a_status_change_enqueues_exactly_the_status_change_integrations(c
         payloads = (await connection.execute(
             select(AsyncOperation.payload).where(AsyncOperation.payload["event"].as_string() == "submission.status_changed")
         )).scalars().all()
-    assert [p["status_change"] for p in payloads] == [{"from": "received", "to": "in_review"}] * 3
+    assert [(p["old_status"], p["new_status"]) for p in payloads] == [("received", "in_review")] * 3
 
     await client.patch(f"/api/submissions/{submission_id}", json={"status": "approved"}, headers=ADMIN)
     assert await count_rows(engine) == (1, 2 + 3 + 3)
