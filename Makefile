@@ -16,7 +16,7 @@ $(INSTALLED): pyproject.toml constraints.txt
 ## make run: migrate the database (a SQLite file here by default) and serve on 127.0.0.1:8000
 run: $(INSTALLED)
 	$(BIN)/intake migrate
-	$(BIN)/intake serve
+	$(BIN)/intake serve --worker
 
 ## make test: the whole suite; the PostgreSQL half runs when TEST_DATABASE_URL is set
 test: $(INSTALLED)

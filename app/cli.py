@@ -1,8 +1,13 @@
 """The `intake` command: serve the API, migrate the database."""
 
 import argparse
+import asyncio
+import json
 import logging
+import os
+import signal
 import sys
+from dataclasses import asdict
 
 from pydantic import ValidationError
 
@@ -21,6 +26,8 @@ def _settings() -> Settings:
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    if args.worker:
+        os.environ["EMBEDDED_WORKER"] = "true"  # read by Settings when uvicorn imports app.index
     settings = _settings()
     uvicorn.run(
         "app.index:app",
@@ -38,6 +45,46 @@ def _migrate(args: argparse.Namespace) -> None:
     upgrade(settings.database_url, args.revision)
 
 
+def _worker(args: argparse.Namespace) -> None:
+    settings = _settings()
+    asyncio.run(_run_worker(settings))
+
+
+async def _run_worker(settings: Settings) -> None:
+    from app.runtime import runtime
+
+    async with runtime(settings) as parts:
+        worker = parts.worker()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.stop)
+        await worker.run()
+
+
+def _process(args: argparse.Namespace) -> None:
+    settings = _settings()
+    print(json.dumps(asyncio.run(_process_once(settings, args.limit))))
+
+
+async def _process_once(settings: Settings, limit: int | None) -> dict:
+    from app.runtime import runtime
+
+    async with runtime(settings) as parts:
+        return asdict(await parts.processor.run_batch(limit))
+
+
+def _cleanup(args: argparse.Namespace) -> None:
+    settings = _settings()
+    print(json.dumps({"deleted": asyncio.run(_prune(settings))}))
+
+
+async def _prune(settings: Settings) -> int:
+    from app.runtime import runtime
+
+    async with runtime(settings) as parts:
+        return await parts.processor.prune()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="intake", description="Form intake with a durable queue.")
     parser.add_argument("--version", action="version", version=f"intake {__version__}")
@@ -46,7 +93,18 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the HTTP API")
     serve.add_argument("--host", help="address to listen on (default: HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default: PORT or 8000)")
+    serve.add_argument("--worker", action="store_true", help="also run a worker in the same process")
     serve.set_defaults(run=_serve)
+
+    worker = commands.add_parser("worker", help="run operations from the queue until SIGTERM/SIGINT")
+    worker.set_defaults(run=_worker)
+
+    process = commands.add_parser("process", help="process one batch, as the cron route does, and print the summary")
+    process.add_argument("--limit", type=int, help="operations to claim (default: BATCH_SIZE)")
+    process.set_defaults(run=_process)
+
+    cleanup = commands.add_parser("cleanup", help="delete finished operations older than RETENTION_DAYS")
+    cleanup.set_defaults(run=_cleanup)
 
     migrate = commands.add_parser("migrate", help="bring the database schema up to date")
     migrate.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     circuit_threshold: int = Field(5, ge=1, description="Consecutive failures that mark a destination failing.")
     circuit_cooldown: float = Field(60.0, gt=0, description="First rest in seconds for a failing destination; doubles while it fails.")
     circuit_cooldown_max: float = Field(3600.0, gt=0, description="Longest rest in seconds for a failing destination.")
+    worker_poll_interval: float = Field(1.0, gt=0, description="Seconds an idle worker waits between polls (PostgreSQL also wakes it by NOTIFY).")
+    shutdown_grace: float = Field(25.0, ge=0, description="Seconds a stopping worker lets in-flight operations finish before releasing them.")
+    embedded_worker: bool = Field(False, description="Run a worker inside the API process (`intake serve --worker`, what `make run` does).")
     retention_days: int = Field(30, ge=1, description="Days completed and discarded operations are kept.")
 
     # The public API.

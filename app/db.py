@@ -82,4 +82,12 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """A session for requests that only read: on SQLite it never takes the write lock."""
+    async with request.app.state.sessionmaker() as session:
+        await session.connection(execution_options=READ_ONLY)
+        yield session
+
+
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
+ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session)]

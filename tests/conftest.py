@@ -22,6 +22,9 @@ from app.db import create_engine, create_sessionmaker
 from app.migrations import upgrade
 from app.models import Base
 
+# The fake providers (real HTTP servers on 127.0.0.1) are fixtures for every test.
+pytest_plugins = ["tests.fakes.fixtures"]
+
 PG_URL = os.environ.get("TEST_DATABASE_URL")
 REQUIRE_PG = os.environ.get("INTAKE_REQUIRE_POSTGRES") == "1"
 SKIP_PG = "PostgreSQL tests SKIPPED: TEST_DATABASE_URL is not set (e.g. postgresql://postgres@127.0.0.1:5432/test)"

@@ -243,6 +243,16 @@ class Processor:
     def _cooldown(self, trips: int) -> float:
         return circuit_cooldown(trips, base=self.settings.circuit_cooldown, cap=self.settings.circuit_cooldown_max)
 
+    async def prune(self, batch: int = 10_000) -> int:
+        """Delete finished operations older than RETENTION_DAYS, a batch per transaction; how many."""
+        deleted = 0
+        while True:
+            async with self.sessions() as session, session.begin():
+                count = await queue.prune(session, self.settings.retention_days * 86_400, limit=batch)
+            deleted += count
+            if count < batch:
+                return deleted
+
     async def release(self, operations: Sequence[Operation], token: str) -> int:
         """Give back claimed operations that were never started, their attempt unspent."""
         if not operations:

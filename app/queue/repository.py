@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
-from app.dbtypes import json_append_entry, utcnow
+from app.dbtypes import UTCDateTime, json_append_entry, utcnow
 from app.models import AsyncOperation, DestinationHealth
 from app.queue.backoff import RetryPolicy
 from app.queue.operation import (
@@ -55,7 +56,7 @@ _t = operations.c
 health = DestinationHealth.__table__
 _h = health.c
 
-#: The PostgreSQL channel enqueue notifies, so that idle workers wake at once.
+#: The PostgreSQL channel an insert notifies (trigger of migration 0003): idle workers wake at once.
 NOTIFY_CHANNEL = "intake_queue"
 
 #: Longest error text kept in `last_error` and in each error-history entry.
@@ -103,15 +104,7 @@ class NewOperation:
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
 
-    @property
-    def is_due_now(self) -> bool:
-        return self.run_at is None and (self.delay is None or self.delay <= timedelta())
-
     def _values(self) -> dict[str, Any]:
-        if self.run_at is not None:
-            next_retry_at: Any = self.run_at
-        else:
-            next_retry_at = utcnow((self.delay or timedelta()).total_seconds())
         return {
             "id": self.id,
             "operation_type": self.operation_type,
@@ -121,7 +114,8 @@ class NewOperation:
             "workspace_id": self.workspace_id,
             "max_attempts": self.max_attempts or default_max_attempts(self.operation_type),
             "priority": self.priority,
-            "next_retry_at": next_retry_at,
+            "run_at": self.run_at,
+            "delay_seconds": (self.delay or timedelta()).total_seconds(),
             "dedupe_key": self.dedupe_key,
             "destination": self.destination,
         }
@@ -195,6 +189,23 @@ async def enqueue(session: AsyncSession, operation_type: str, payload: dict[str,
     return operation_id
 
 
+@cache
+def _insert_statement(dialect: str):
+    """One INSERT for any number of rows, so SQLAlchemy compiles it once and batches the rows.
+
+    The due time is `run_at` when given, else the database clock plus `delay_seconds`. On
+    PostgreSQL a statement trigger (migration 0003) NOTIFYs idle workers when the insert commits.
+    """
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    due = func.coalesce(bindparam("run_at", type_=UTCDateTime()), utcnow(bindparam("delay_seconds")))
+    return (
+        insert(operations)
+        .values(next_retry_at=due)
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(_t.id)
+    )
+
+
 async def enqueue_many(session: AsyncSession, new: Sequence[NewOperation]) -> list[uuid.UUID]:
     """Add operations in one INSERT in the caller's transaction; never commits.
 
@@ -203,17 +214,8 @@ async def enqueue_many(session: AsyncSession, new: Sequence[NewOperation]) -> li
     """
     if not new:
         return []
-    insert = postgresql.insert if _dialect(session) == "postgresql" else sqlite.insert
-    statement = (
-        insert(operations)
-        .values([operation._values() for operation in new])
-        .on_conflict_do_nothing(index_elements=["dedupe_key"])
-        .returning(_t.id)
-    )
-    inserted = set((await session.execute(statement)).scalars())
-    if inserted and _dialect(session) == "postgresql" and any(op.is_due_now for op in new):
-        # Delivered when the caller's transaction commits, and only then; wakes idle workers.
-        await session.execute(select(func.pg_notify(NOTIFY_CHANNEL, "")))
+    rows = [operation._values() for operation in new]
+    inserted = set((await session.execute(_insert_statement(_dialect(session)), rows)).scalars())
     missed = {op.dedupe_key: op.id for op in new if op.id not in inserted}
     if missed:
         existing = await session.execute(
@@ -529,6 +531,12 @@ async def get(session: AsyncSession, operation_id: uuid.UUID) -> Operation | Non
     """One operation, or None."""
     row = (await session.execute(select(*OPERATION_COLUMNS).where(_t.id == operation_id))).first()
     return None if row is None else _to_operation(row)
+
+
+async def list_for_submission(session: AsyncSession, submission_id: uuid.UUID) -> list[Operation]:
+    """The operations a submission enqueued, oldest first."""
+    statement = select(operations).where(_t.submission_id == submission_id).order_by(_t.created_at, _t.id)
+    return [_to_operation(row) for row in await session.execute(statement)]
 
 
 async def _transition(

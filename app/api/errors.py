@@ -1,0 +1,74 @@
+"""Domain errors and database outages, translated to JSON `{"detail": ...}` answers in one place."""
+
+import logging
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa
+
+from app.forms.service import FormInvalid, FormNotFound, InvalidCursor
+from app.submissions.service import FormClosed, InvalidStatusChange, SubmissionNotFound
+from app.submissions.validation import InvalidSubmission
+
+logger = logging.getLogger("intake.api")
+
+#: Domain errors whose message is the whole answer, and their status codes.
+STATUS_OF: dict[type[Exception], int] = {
+    FormNotFound: 404,
+    SubmissionNotFound: 404,
+    FormClosed: 409,
+    InvalidStatusChange: 409,
+    InvalidCursor: 422,
+}
+
+#: Seconds a client is told to wait before trying again while the database is unreachable.
+RETRY_AFTER_SECONDS = 5
+UNAVAILABLE = "the database is unavailable right now; nothing was saved, please try again shortly"
+
+# What a lost or unreachable database raises: the drivers' connection errors, SQLAlchemy's
+# wrappers of them, and the pool giving up waiting for a connection.
+_UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, sa.TimeoutError, sa.DBAPIError)
+
+
+def is_database_unavailable(error: BaseException) -> bool:
+    """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
+    if isinstance(error, sa.DBAPIError):
+        return error.connection_invalidated or isinstance(error, sa.OperationalError | sa.InterfaceError)
+    return isinstance(error, _UNAVAILABLE)
+
+
+async def _domain_error(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=STATUS_OF[type(error)])
+
+
+async def _invalid_submission(request: Request, error: InvalidSubmission) -> JSONResponse:
+    detail = [
+        {"loc": ["body", "data", p.field], "msg": p.message, "type": "value_error"} for p in error.problems
+    ]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+async def _invalid_form(request: Request, error: FormInvalid) -> JSONResponse:
+    detail = [{"loc": list(loc), "msg": message, "type": "value_error"} for loc, message in error.problems]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+async def _database_error(request: Request, error: Exception) -> JSONResponse:
+    if not is_database_unavailable(error):
+        raise error  # a bug, not an outage: the request-id middleware logs it and answers 500
+    request_id = getattr(request.state, "request_id", None)
+    logger.warning("database unavailable: %s [request_id=%s]", type(error).__name__, request_id)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return JSONResponse({"detail": UNAVAILABLE}, status_code=503, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    """Register every handler on `app`."""
+    for error_type in STATUS_OF:
+        app.add_exception_handler(error_type, _domain_error)
+    app.add_exception_handler(InvalidSubmission, _invalid_submission)
+    app.add_exception_handler(FormInvalid, _invalid_form)
+    for error_type in _UNAVAILABLE:
+        app.add_exception_handler(error_type, _database_error)
+
