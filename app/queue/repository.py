@@ -6,7 +6,6 @@ the verbs a processor uses, by the claim token in `locked_by`), and returns what
 nothing. Every timestamp comes from the database clock.
 """
 
-import functools
 import json
 import os
 import socket
@@ -253,7 +252,7 @@ def claim_statement(dialect: str, limit: int | BindParameter, token: str | BindP
     return claim.returning(*OPERATION_COLUMNS)
 
 
-@functools.cache
+@cache
 def _claim_template(dialect: str) -> Executable:
     # Built once per dialect with its values as bound parameters, so that SQLAlchemy reuses the
     # statement's cache key and compiled form on every claim instead of rebuilding them.
@@ -317,7 +316,7 @@ async def complete_many(
     return set((await session.execute(_complete_many_statement(), values)).scalars())
 
 
-@functools.cache
+@cache
 def _complete_many_statement() -> Executable:
     rows = func.unnest(
         bindparam("done_ids", type_=postgresql.ARRAY(Uuid())),
@@ -535,7 +534,7 @@ async def get(session: AsyncSession, operation_id: uuid.UUID) -> Operation | Non
 
 async def list_for_submission(session: AsyncSession, submission_id: uuid.UUID) -> list[Operation]:
     """The operations a submission enqueued, oldest first."""
-    statement = select(operations).where(_t.submission_id == submission_id).order_by(_t.created_at, _t.id)
+    statement = select(*OPERATION_COLUMNS).where(_t.submission_id == submission_id).order_by(_t.created_at, _t.id)
     return [_to_operation(row) for row in await session.execute(statement)]
 
 
