@@ -1,5 +1,6 @@
 """The `intake` command as a user runs it: real processes, in an empty folder, no settings."""
 
+import asyncio
 import os
 import socket
 import sqlite3
@@ -10,6 +11,7 @@ import time
 import httpx
 import pytest
 
+from app import cli
 from app.migrations import head_revision
 
 INTAKE = [sys.executable, "-m", "app.cli"]
@@ -63,3 +65,13 @@ def test_production_refuses_to_start_without_secrets_and_names_them(tmp_path, ba
     assert done.returncode != 0
     assert "requires CRON_SECRET and ADMIN_TOKEN to be set" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_worker_runs_on_uvloop_when_it_is_installed():
+    loops = []
+
+    async def probe():
+        loops.append(type(asyncio.get_running_loop()).__module__)
+
+    cli._run_fast(probe())
+    assert loops[0].split(".")[0] == "uvloop"
