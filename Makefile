@@ -13,6 +13,12 @@ $(INSTALLED): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
+BENCH_INSTALLED := $(VENV)/.installed-bench
+
+$(BENCH_INSTALLED): $(INSTALLED)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $@
+
 ## make run: migrate the database (a SQLite file here by default) and serve on 127.0.0.1:8000
 run: $(INSTALLED)
 	$(BIN)/intake migrate
@@ -21,6 +27,11 @@ run: $(INSTALLED)
 ## make test: the whole suite; the PostgreSQL half runs when TEST_DATABASE_URL is set
 test: $(INSTALLED)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make bench: the benchmarks of issue 6 on the local PostgreSQL (BENCH_DATABASE_URL or TEST_DATABASE_URL
+## to use another server); prints figures and ratios, asserts nothing. BENCH_ARGS=--quick for a smoke run.
+bench: $(BENCH_INSTALLED)
+	$(BIN)/python -m bench.run_all $(BENCH_ARGS)
 
 ## make lock: re-pin constraints.txt to what is installed now
 lock: $(INSTALLED)
