@@ -313,11 +313,12 @@ async def complete_many(
         "done_tokens": [token for _, token, _ in done],
         "done_results": [_json_or_none(result) for _, _, result in done],
     }
-    return set((await session.execute(_complete_many_statement(), values)).scalars())
+    return set((await session.execute(complete_many_statement(), values)).scalars())
 
 
 @cache
-def _complete_many_statement() -> Executable:
+def complete_many_statement() -> Executable:
+    """complete_many's statement; its values are the arrays done_ids, done_tokens, done_results."""
     rows = func.unnest(
         bindparam("done_ids", type_=postgresql.ARRAY(Uuid())),
         bindparam("done_tokens", type_=postgresql.ARRAY(Text())),

@@ -86,3 +86,38 @@ def _nodes(node: dict):
     yield node
     for child in node.get("Plans", []):
         yield from _nodes(child)
+
+
+async def test_complete_many_finds_rows_by_primary_key_however_many_other_rows_are_processing(pg_engine):
+    sessions = create_sessionmaker(pg_engine)
+    async with sessions() as session, session.begin():
+        # Statistics taken while nothing is processing, as they usually are in a busy queue.
+        await session.execute(
+            text(
+                "INSERT INTO async_operations (id, operation_type, payload) "
+                "SELECT gen_random_uuid(), 'webhook', '{}' FROM generate_series(1, 50000)"
+            )
+        )
+    async with pg_engine.begin() as connection:
+        await connection.execute(text("ANALYZE async_operations"))
+    async with sessions() as session, session.begin():
+        others = await queue.claim_batch(session, 4_950, "another-worker")
+        mine = await queue.claim_batch(session, 50, "this-worker")
+    assert len(others) == 4_950 and len(mine) == 50
+
+    statement = queue.complete_many_statement()
+    compiled = statement.compile(dialect=pg_engine.dialect)
+    values = {"done_ids": [op.id for op in mine], "done_tokens": ["this-worker"] * 50, "done_results": ["{}"] * 50}
+    bound = compiled.construct_params(values)
+    async with pg_engine.connect() as connection:
+        raw = (await connection.get_raw_connection()).driver_connection
+        explain = raw.transaction()
+        await explain.start()
+        try:  # EXPLAIN ANALYZE runs the update: roll it back
+            plan = await raw.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", *(bound[k] for k in compiled.positiontup))
+        finally:
+            await explain.rollback()
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    scans = [n for n in _nodes(plan[0]["Plan"]) if "Scan" in n["Node Type"] and n.get("Relation Name") == "async_operations"]
+    assert [n.get("Index Name") for n in scans] == ["pk_async_operations"], [(n["Node Type"], n.get("Index Name")) for n in scans]
+    assert sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans) == 50  # no other row read
