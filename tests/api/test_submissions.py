@@ -305,6 +305,9 @@ async def _until_blocked_on_a_lock(engine) -> None:
     query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
     async with engine.connect() as connection:
         while not (await connection.execute(query)).scalar_one():
+            # PostgreSQL keeps one pg_stat_activity snapshot per transaction: end it, or a
+            # first look taken before the other session blocked is all this loop ever sees.
+            await connection.rollback()
             await asyncio.sleep(0.01)
 
 
