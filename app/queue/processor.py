@@ -13,7 +13,8 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ from app.queue.context import OperationEffects, disable_integration, load_snapsh
 from app.queue.operation import Failure, Operation, Status
 
 log = logging.getLogger("intake.queue")
+
+#: Execution options of a connection whose statements each commit on their own (PostgreSQL).
+_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,20 +152,38 @@ class Processor:
     async def claim(self, limit: int) -> Claim:
         """Claim up to `limit` operations and commit; those bound for a resting destination wait."""
         token = queue.new_claim_token()
-        async with self.sessions() as session:
-            async with session.begin():
-                claimed = await queue.claim_batch(session, limit, token)
-                resting = await queue.open_destinations(session, [op.destination for op in claimed if op.destination])
-                snoozed = [op for op in claimed if op.destination in resting]
-                for destination, until in resting.items():
-                    ids = [op.id for op in snoozed if op.destination == destination]
-                    await queue.release(session, ids, token, until=until)
-            ready = [op for op in claimed if op.destination not in resting]
-            claim = Claim(token, ready, snoozed=len(snoozed))
-            if ready:
+        # The claim is one statement, committed on its own. Releasing operations bound for a
+        # resting destination commits apart: were the process to die in between, the stale reset
+        # gives them back, as it does any claim whose worker died.
+        async with self._statements() as session:
+            claimed = await queue.claim_batch(session, limit, token)
+            resting = await queue.open_destinations(session, [op.destination for op in claimed if op.destination])
+            snoozed = [op for op in claimed if op.destination in resting]
+            for destination, until in resting.items():
+                ids = [op.id for op in snoozed if op.destination == destination]
+                await queue.release(session, ids, token, until=until)
+        ready = [op for op in claimed if op.destination not in resting]
+        claim = Claim(token, ready, snoozed=len(snoozed))
+        if ready:
+            async with self.sessions() as session:
                 claim.forms, claim.submissions = await load_snapshots(session, ready)
-                await session.rollback()
         return claim
+
+    @asynccontextmanager
+    async def _statements(self) -> AsyncIterator[AsyncSession]:
+        """A session whose statements each commit on their own: for steps that need no transaction.
+
+        On PostgreSQL (autocommit) that spares a BEGIN and a COMMIT round trip per step, a tenth of
+        a busy worker's CPU and of PostgreSQL's. SQLite, whose engine takes its write lock in the
+        BEGIN, gets an ordinary transaction, committed at the end of the block.
+        """
+        async with self.sessions() as session:
+            if session.get_bind().dialect.name == "postgresql":
+                await session.connection(execution_options=_AUTOCOMMIT)
+                yield session
+            else:
+                async with session.begin():
+                    yield session
 
     async def execute(self, operation: Operation, claim: Claim) -> Outcome:
         """Run one operation's handler under the total deadline; never raises but CancelledError."""
@@ -205,13 +227,18 @@ class Processor:
         return Failure(f"{type(error).__name__}: {error}", code="exception", duration_ms=duration_ms)
 
     async def record(self, outcomes: Sequence[Outcome]) -> Recorded:
-        """Write outcomes in one transaction: completions in one statement, failures one by one."""
+        """Write outcomes: completions in one statement, failures one by one, in one transaction.
+
+        Without failures there is no transaction: the completions commit in their statement, the
+        destinations' health in its own (both are fenced or idempotent, and neither needs the
+        other to have happened).
+        """
         if not outcomes:
             return Recorded()
         successes = [o for o in outcomes if o.failure is None]
         failures = [o for o in outcomes if o.failure is not None]
         statuses: dict[Status | None, int] = defaultdict(int)
-        async with self.sessions() as session, session.begin():
+        async with self._transaction() if failures else self._statements() as session:
             done = await queue.complete_many(session, [(o.operation.id, o.token, o.result) for o in successes])
             await queue.record_success(session, [o.operation.destination for o in successes if o.operation.destination])
             for outcome in failures:
@@ -239,6 +266,12 @@ class Processor:
         if outcome.disable and operation.form_id and (entry := operation.payload.get("integration", {}).get("id")):
             await disable_integration(session, operation.form_id, entry, failure.error)
         return status
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction, committed at the end of the block."""
+        async with self.sessions() as session, session.begin():
+            yield session
 
     def _cooldown(self, trips: int) -> float:
         return circuit_cooldown(trips, base=self.settings.circuit_cooldown, cap=self.settings.circuit_cooldown_max)
