@@ -266,14 +266,14 @@ def report(
         print(f"   {name:24s} {client:6.1f} us in its processes + {database:5.1f} us in PostgreSQL = {client + database:6.1f} us")
     print("   ratios (taken within each repetition):")
     for n in processes:
-        if not {f"intake x{n}", f"pgqueuer x{n}", f"pgqueuer-defaults x{n}", "raw one-statement"} <= rates.keys():
-            continue
-        same = _ratios(rates, f"intake x{n}", f"pgqueuer x{n}")
-        print(f"   intake x{n} / pgqueuer x{n} (same concurrency)  {same.format('.2f')}  {verdict(same.median, 2.0, at_least=True)}")
-        default = _ratios(rates, f"intake x{n}", f"pgqueuer-defaults x{n}")
-        print(f"   intake x{n} / pgqueuer-defaults x{n}           {default.format('.2f')}  {verdict(default.median, 2.0, at_least=True)}")
-        raw = _ratios(rates, f"intake x{n}", "raw one-statement")
-        print(f"   intake x{n} / raw one-statement             {raw.format('.2f')}  {verdict(raw.median, 0.30, at_least=True)}")
+        for baseline, label, target in (
+            (f"pgqueuer x{n}", f"pgqueuer x{n} (same concurrency)", 2.0),
+            (f"pgqueuer-defaults x{n}", f"pgqueuer-defaults x{n}", 2.0),
+            ("raw one-statement", "raw one-statement", 0.30),
+        ):
+            if f"intake x{n}" in rates and baseline in rates:
+                ratio = _ratios(rates, f"intake x{n}", baseline)
+                print(f"   intake x{n} / {label:32s} {ratio.format('.2f')}  {verdict(ratio.median, target, at_least=True)}")
 
 
 def main() -> None:
