@@ -77,8 +77,9 @@ class Worker:
                 if time.monotonic() - last_stale >= self._stale_interval:
                     if await self._guard(self.processor.reset_stale()) is not None:
                         last_stale = time.monotonic()
-                asked, started = await self._refill_slots()
+                # Outcomes first: a finished operation should not look in flight any longer than it must.
                 await self._flush()
+                asked, started = await self._refill_slots()
                 if started and started == asked:
                     await asyncio.sleep(0)  # more may be waiting: let the new tasks start, then claim again
                     continue
