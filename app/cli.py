@@ -5,9 +5,11 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -29,12 +31,32 @@ def _serve(args: argparse.Namespace) -> None:
     if args.worker:
         os.environ["EMBEDDED_WORKER"] = "true"  # read by Settings when uvicorn imports app.index
     settings = _settings()
+    if settings.environment == "development" and not settings.admin_token:
+        _use_development_admin_token()
     uvicorn.run(
         "app.index:app",
         host=args.host or settings.host,
         port=args.port or settings.port,
         proxy_headers=True,
         log_level="info",
+    )
+
+
+DEV_TOKEN_FILE = Path(".intake-admin-token")
+
+
+def _use_development_admin_token() -> None:
+    """Without ADMIN_TOKEN in development, use (and keep) a random token in a local file.
+
+    The token itself is never printed or logged: the file is where a developer reads it.
+    """
+    if not DEV_TOKEN_FILE.exists():
+        DEV_TOKEN_FILE.write_text(secrets.token_urlsafe(24) + "\n")
+        DEV_TOKEN_FILE.chmod(0o600)
+    os.environ["ADMIN_TOKEN"] = DEV_TOKEN_FILE.read_text().strip()
+    logging.getLogger("intake").warning(
+        "ADMIN_TOKEN is not set: using the development token in %s (read it with `cat %s`)",
+        DEV_TOKEN_FILE.resolve(), DEV_TOKEN_FILE,
     )
 
 
