@@ -37,7 +37,10 @@ def create_engine(url: str, *, pool_size: int = 10, application_name: str = "int
         parsed,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # No pre-ping: it costs a round trip per checkout. A connection found dead raises a
+        # disconnect error, which invalidates the pool; the request answers 503 and the worker
+        # retries, and the next checkouts open fresh connections.
+        pool_recycle=1800,
         connect_args={
             "timeout": CONNECT_TIMEOUT,
             "server_settings": {"timezone": "UTC", "application_name": application_name},
