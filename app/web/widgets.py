@@ -21,7 +21,6 @@ TEXTAREA_OVER = 255
 _AUTOCOMPLETE = {"email": "email", "phone": "tel"}
 _HINTS = {
     "phone": "Include the country code, for example +1 415 555 0123.",
-    "date": "For example 2024-03-31.",
 }
 
 
