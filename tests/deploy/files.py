@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.cli import _parser
+from app.config import Settings
+from app.main import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,3 +74,13 @@ def intake_subcommands() -> set[str]:
     parser = _parser()
     actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
     return set(actions[0].choices)
+
+
+def api_routes() -> dict[str, set[str]]:
+    """Each path of the app's API and the methods it answers, from its OpenAPI schema.
+
+    (The schema is the public view of the routes: FastAPI no longer flattens included routers
+    into `app.routes`.)
+    """
+    schema = create_app(Settings(_env_file=None, admin_token="x")).openapi()
+    return {path: {method.upper() for method in operations} for path, operations in schema["paths"].items()}
