@@ -84,15 +84,10 @@ async def submit_page(form_id: str, request: Request, session: SessionDep) -> Re
     form_uuid = _uuid(form_id)
     if form_uuid is None:
         return not_found(request)
-    if not _is_form_encoded(request.headers.get("content-type")):
-        return message(request, 415, "Unsupported form", "Send this form from its page.")
-    try:
-        pairs = parse_body(await request.body())
-    except ValueError:
-        return message(request, 400, "Too many fields", "Send this form from its page.")
-    token = next((value for key, value in reversed(pairs) if key == FIELD), None)
-    if not request.app.state.form_tokens.verify(form_uuid, request.cookies.get(cookie_name(request)), token):
-        return expired(request, form_uuid)
+    read = await _read_post(request, form_uuid)
+    if isinstance(read, Response):
+        return read  # refused before the database is touched
+    pairs, token = read
     form = await _find(session, form_id)
     if form is None:
         return not_found(request)
@@ -116,6 +111,20 @@ async def thanks_page(form_id: str, request: Request, session: ReadSessionDep, r
     if form is None:
         return not_found(request)
     return page(request, "thanks.html", {"form": form, "reference": _uuid(ref or "")})
+
+
+async def _read_post(request: Request, form_id: uuid.UUID) -> tuple[list[tuple[str, str]], str] | Response:
+    """The POST's key=value pairs and its CSRF token, or the page refusing it (415, 400, 403)."""
+    if not _is_form_encoded(request.headers.get("content-type")):
+        return message(request, 415, "Unsupported form", "Send this form from its page.")
+    try:
+        pairs = parse_body(await request.body())
+    except ValueError:
+        return message(request, 400, "Too many fields", "Send this form from its page.")
+    token = next((value for key, value in reversed(pairs) if key == FIELD), None)
+    if not request.app.state.form_tokens.verify(form_id, request.cookies.get(cookie_name(request)), token):
+        return expired(request, form_id)
+    return pairs, token
 
 
 # --- answers -------------------------------------------------------------------------------------
