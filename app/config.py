@@ -23,6 +23,11 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "development"
     cron_secret: SecretStr | None = Field(None, description="Bearer token for /api/queue/*.")
     admin_token: SecretStr | None = Field(None, description="Bearer token for the admin API.")
+    csrf_secret: SecretStr | None = Field(
+        None,
+        description="Key for the hosted form page's CSRF tokens. Unset: derived from ADMIN_TOKEN; "
+        "with neither set (development only), a random key per process.",
+    )
 
     host: str = Field("127.0.0.1", description="Address `intake serve` listens on (0.0.0.0 in containers).")
     port: int = Field(8000, ge=1, le=65535, description="Port `intake serve` listens on.")

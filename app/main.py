@@ -13,6 +13,7 @@ from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.config import Settings
 from app.integrations.base import Handler
 from app.runtime import runtime
+from app.web import pages
 
 
 def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
     app.include_router(submissions.public_router)
     app.include_router(submissions.admin_router)
     app.include_router(queue.router)
+    pages.install(app)  # the hosted form page /f/{form_id} and its assets
     return app
 
 
