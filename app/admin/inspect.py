@@ -132,7 +132,14 @@ def rollup(operations: Sequence[Operation], now: datetime | None = None) -> str:
     counts: dict[str, int] = {}
     for operation in operations:
         counts[operation.operation_type] = counts.get(operation.operation_type, 0) + 1
-    return ", ".join(_phrase(op, counts[op.operation_type] > 1, now) for op in operations)
+    ordered = sorted(operations, key=_reading_order)
+    return ", ".join(_phrase(op, counts[op.operation_type] > 1, now) for op in ordered)
+
+
+def _reading_order(operation: Operation) -> tuple[int, str, datetime]:
+    """Types in a fixed order (webhook first), then integration id, then age."""
+    rank = list(NAMES).index(operation.operation_type) if operation.operation_type in NAMES else len(NAMES)
+    return rank, str((operation.payload.get("integration") or {}).get("id", "")), operation.created_at
 
 
 def _phrase(operation: Operation, ambiguous: bool, now: datetime) -> str:
