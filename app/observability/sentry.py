@@ -65,7 +65,7 @@ def reporting(settings: Settings) -> Iterator[Reporter]:
         dsn=settings.sentry_dsn.get_secret_value(),
         environment=settings.environment,
         release=f"intake@{__version__}",
-        send_default_pii=False,
+        # send_default_pii stays at its default, off: no user, no cookies, no credentials' headers.
         include_local_variables=False,
         max_request_body_size="never",
         default_integrations=False,
