@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import dlq, errors, forms, health, metrics, operations, queue, submissions
+from app.api import dashboard, dlq, errors, forms, health, metrics, operations, queue, submissions
 from app.api.access_log import AccessLogMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.config import Settings
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
     app.include_router(dlq.router)
     app.include_router(operations.router)
     app.include_router(operations.audit_router)
+    dashboard.install(app)
     return app
 
 
