@@ -158,7 +158,7 @@ def _state(operation: Operation, done: str, now: datetime) -> str:
         case Status.DEAD:
             return f"dead after {tries}"
         case Status.FAILED:
-            return f"retrying ({tries} of {operation.max_attempts} failed)"
+            return f"retrying ({operation.attempts} of {operation.max_attempts} attempts failed)"
         case Status.PROCESSING:
             return "running"
         case Status.PENDING if operation.next_retry_at - now > SCHEDULED_AFTER:

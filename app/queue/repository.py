@@ -701,13 +701,18 @@ async def retry_many(
 
 
 async def dead_letter_counts(session: AsyncSession) -> list[DeadLetterCount]:
-    """Per type: dead, discarded, resolved and retrying operations, in one query.
+    """Per type: dead, discarded, resolved and retrying operations, in one query."""
+    return [DeadLetterCount(**row._mapping) for row in await session.execute(dead_letter_statement())]
 
-    It reads dead and discarded rows and those an admin retried (a partial index each), never
-    the completed rows nobody retried.
+
+def dead_letter_statement() -> Executable:
+    """The dead-letter figures' query.
+
+    It reads dead and discarded rows (the status index) and those an admin retried (a partial
+    index), never the completed rows nobody retried.
     """
     retried = _t.manual_retries > 0
-    statement = (
+    return (
         select(
             _t.operation_type,
             func.count().filter(_t.status == Status.DEAD).label("dead"),
@@ -720,7 +725,6 @@ async def dead_letter_counts(session: AsyncSession) -> list[DeadLetterCount]:
         .group_by(_t.operation_type)
         .order_by(_t.operation_type)
     )
-    return [DeadLetterCount(**row._mapping) for row in await session.execute(statement)]
 
 
 async def status_overview(session: AsyncSession, finished_within: float | None = None) -> QueueOverview:
@@ -730,11 +734,26 @@ async def status_overview(session: AsyncSession, finished_within: float | None =
     counted over the last `finished_within` seconds only (None: not at all), so the query reads
     the (status, updated_at) index instead of every completed row the table keeps.
     """
+    rows = (await session.execute(overview_statement(finished_within))).all()
+    now = (await session.execute(select(utcnow()))).scalar_one()
+    oldest_due = min((row.oldest_due for row in rows if row.oldest_due is not None), default=None)
+    return QueueOverview(
+        rows=[
+            StatusRow(row.operation_type, Status(row.status), row.count, row.oldest, row.newest, float(row.avg_attempts))
+            for row in rows
+        ],
+        oldest_claimable_age_seconds=None if oldest_due is None else max((now - oldest_due).total_seconds(), 0.0),
+        now=now,
+    )
+
+
+def overview_statement(finished_within: float | None) -> Executable:
+    """The one grouped query of `status_overview`."""
     scope = _t.status.in_(OPEN)
     if finished_within is not None:
         scope = or_(scope, and_(_t.status.in_(FINISHED), _t.updated_at >= utcnow(-finished_within)))
     due = and_(_t.status.in_(CLAIMABLE), _t.next_retry_at <= utcnow())
-    statement = (
+    return (
         select(
             _t.operation_type,
             _t.status,
@@ -747,15 +766,4 @@ async def status_overview(session: AsyncSession, finished_within: float | None =
         .where(scope)
         .group_by(_t.operation_type, _t.status)
         .order_by(_t.operation_type, _t.status)
-    )
-    rows = (await session.execute(statement)).all()
-    now = (await session.execute(select(utcnow()))).scalar_one()
-    oldest_due = min((row.oldest_due for row in rows if row.oldest_due is not None), default=None)
-    return QueueOverview(
-        rows=[
-            StatusRow(row.operation_type, Status(row.status), row.count, row.oldest, row.newest, float(row.avg_attempts))
-            for row in rows
-        ],
-        oldest_claimable_age_seconds=None if oldest_due is None else max((now - oldest_due).total_seconds(), 0.0),
-        now=now,
     )
