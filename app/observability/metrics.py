@@ -43,6 +43,12 @@ class Metrics:
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
+        self.stale_reset = Counter(
+            "intake_operations_stale_reset",
+            "Operations found stuck in processing (worker lost), by where they went (pending, dead).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.submissions = Counter(
             "intake_submissions_received",
             "Submissions saved (idempotent replays excluded).",

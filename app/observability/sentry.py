@@ -53,6 +53,17 @@ class Reporter:
             sentry_sdk.capture_message(f"{operation.operation_type} operation dead after {operation.attempts} attempt(s): {code}")
 
 
+    def stale_dead(self, count: int) -> None:
+        """Operations whose worker was lost on their last attempt went dead (the reset knows no ids)."""
+        if not self.enabled:
+            return
+        with sentry_sdk.new_scope() as scope:
+            scope.set_level("error")
+            scope.set_tag("error_code", "stale")
+            scope.fingerprint = ["operation-dead", "stale"]
+            sentry_sdk.capture_message(f"{count} operation(s) dead: their worker was lost on the last attempt")
+
+
 @contextmanager
 def reporting(settings: Settings) -> Iterator[Reporter]:
     """Initialise Sentry for the life of a runtime when SENTRY_DSN is set; flush and detach after."""

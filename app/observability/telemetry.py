@@ -16,6 +16,13 @@ class Telemetry:
         """One claim took `count` operations."""
         self.metrics.claim_batch.observe(count)
 
+    def stale_reset(self, pending: int, dead: int) -> None:
+        """The stale reset gave `pending` operations back and sent `dead` ones (attempts spent) to dead."""
+        self.metrics.stale_reset.labels(outcome="pending").inc(pending)
+        self.metrics.stale_reset.labels(outcome="dead").inc(dead)
+        if dead:
+            self.reporter.stale_dead(dead)
+
     def recorded(self, operation: Operation, outcome: str, duration_ms: int, failure: Failure | None) -> None:
         """One attempt was recorded with `outcome` (completed, failed, dead, lost_claim)."""
         self.metrics.attempt(operation.operation_type, outcome, duration_ms)

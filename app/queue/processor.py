@@ -144,6 +144,7 @@ class Processor:
         """Give back operations whose worker was lost; how many."""
         async with self.sessions() as session, session.begin():
             reset = await queue.reset_stale(session, self.settings.stale_after)
+        self.telemetry.stale_reset(reset.pending, reset.dead)
         if reset.pending or reset.dead:
             log.warning("stale operations reset", extra={"pending": reset.pending, "dead": reset.dead})
         return reset.pending + reset.dead

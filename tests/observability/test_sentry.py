@@ -97,3 +97,24 @@ async def test_without_a_dsn_nothing_is_initialised_or_sent(settings_for, webhoo
         add_failing_route(client)
         assert (await client.post("/test/boom", headers=ADMIN)).status_code == 500
     assert sentry.requests == []
+
+
+async def test_operations_the_stale_reset_kills_are_reported_and_counted(settings_for, sentry, engine):
+    from sqlalchemy import update
+
+    from app.db import create_sessionmaker
+    from app.dbtypes import utcnow
+    from app.queue import repository as queue
+    from app.queue.repository import operations
+
+    app = create_app(settings_for(sentry_dsn=sentry.dsn))
+    async with app.router.lifespan_context(app):
+        async with create_sessionmaker(engine)() as session, session.begin():
+            await queue.enqueue(session, "webhook", {"integration": {"id": "x"}}, max_attempts=1)
+            await queue.claim_batch(session, 1, "lost-worker")
+            await session.execute(update(operations).values(last_attempt_at=utcnow(-3600)))
+        assert (await app.state.processor.run_batch()).stale_reset == 1
+        stale = app.state.metrics.registry.get_sample_value("intake_operations_stale_reset_total", {"outcome": "dead"})
+    assert stale == 1
+    [event] = sentry.events()
+    assert event["tags"]["error_code"] == "stale" and "worker was lost" in event["message"]
