@@ -1,9 +1,8 @@
-"""The `intake` command: serve the API, migrate the database."""
+"""The `intake` command: serve the API, run the queue, migrate the database, inspect and fix the queue."""
 
 import argparse
 import asyncio
 import json
-import logging
 import os
 import secrets
 import signal
@@ -14,7 +13,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from app import __version__
+from app.admin import cli as admin_cli
 from app.config import Settings
+from app.observability.logs import configure_logging
 
 
 def _settings() -> Settings:
@@ -38,7 +39,9 @@ def _serve(args: argparse.Namespace) -> None:
         host=args.host or settings.host,
         port=args.port or settings.port,
         proxy_headers=True,
-        log_level="info",
+        log_level=settings.log_level.lower(),
+        log_config=None,  # keep the JSON logging main() set up
+        access_log=False,  # the app logs each request itself, with its request id
     )
 
 
@@ -131,13 +134,23 @@ def _parser() -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="bring the database schema up to date")
     migrate.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     migrate.set_defaults(run=_migrate)
+
+    admin_cli.register(commands, _settings)
     return parser
+
+
+def _configure_logging() -> None:
+    """JSON lines on stderr (LOG_FORMAT, LOG_LEVEL); invalid settings are reported by the command."""
+    try:
+        settings = Settings()
+    except ValidationError:
+        settings = None
+    configure_logging(settings.log_format if settings else "json", settings.log_level if settings else "INFO")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `intake` console script."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    _configure_logging()
     args = _parser().parse_args(argv)
     args.run(args)
 

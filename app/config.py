@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     plaid_secret: SecretStr | None = Field(None, description="Plaid secret.")
     plaid_base_url: str = Field("https://sandbox.plaid.com", description="Plaid API root (sandbox, development or production).")
 
+    # Operating it.
+    log_format: Literal["json", "text"] = Field("json", description="`intake` logs one JSON object per line, or text for people.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Least severe level logged.")
+    sentry_dsn: SecretStr | None = Field(
+        None, description="Report unexpected errors and dead operations to Sentry; unset: nothing is sent."
+    )
+
     @model_validator(mode="after")
     def _check(self) -> "Settings":
         if self.stale_after <= self.operation_timeout:
