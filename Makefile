@@ -19,7 +19,9 @@ $(BENCH_INSTALLED): $(INSTALLED)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
 	touch $@
 
-## make run: migrate the database (a SQLite file here by default) and serve on 127.0.0.1:8000
+## make run: migrate the database (a SQLite file here by default) and serve on 127.0.0.1:8000,
+## with a worker in the same process. Local webhook receivers (127.0.0.1) are allowed here only.
+run: export WEBHOOK_ALLOW_PRIVATE_NETWORKS ?= true
 run: $(INSTALLED)
 	$(BIN)/intake migrate
 	$(BIN)/intake serve --worker

@@ -62,5 +62,13 @@ async def require_cron(request: Request, credentials: Annotated[Credentials, Dep
     check_bearer(credentials, settings.cron_secret, setting="CRON_SECRET", open_if_unset=open_if_unset)
 
 
+async def admin_token(request: Request, credentials: Annotated[Credentials, Depends(_admin_bearer)]) -> str:
+    """Dependency: `require_admin`, then the checked token, for the audit log to fingerprint."""
+    await require_admin(request, credentials)
+    assert credentials is not None  # require_admin refuses a request without one
+    return credentials.credentials
+
+
 AdminDep = Annotated[None, Depends(require_admin)]
+AdminTokenDep = Annotated[str, Depends(admin_token)]
 CronDep = Annotated[None, Depends(require_cron)]

@@ -1,20 +1,24 @@
-"""The `intake` command: serve the API, migrate the database."""
+"""The `intake` command: serve the API, run the queue, migrate the database, inspect and fix the queue."""
 
 import argparse
 import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Coroutine
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from app import __version__
+from app.admin import cli as admin_cli
 from app.config import Settings
+from app.observability.logs import configure_logging
 
 
 def _settings() -> Settings:
@@ -31,12 +35,34 @@ def _serve(args: argparse.Namespace) -> None:
     if args.worker:
         os.environ["EMBEDDED_WORKER"] = "true"  # read by Settings when uvicorn imports app.index
     settings = _settings()
+    if settings.environment == "development" and not settings.admin_token:
+        _use_development_admin_token()
     uvicorn.run(
         "app.index:app",
         host=args.host or settings.host,
         port=args.port or settings.port,
         proxy_headers=True,
-        log_level="info",
+        log_level=settings.log_level.lower(),
+        log_config=None,  # keep the JSON logging main() set up
+        access_log=False,  # the app logs each request itself, with its request id
+    )
+
+
+DEV_TOKEN_FILE = Path(".intake-admin-token")
+
+
+def _use_development_admin_token() -> None:
+    """Without ADMIN_TOKEN in development, use (and keep) a random token in a local file.
+
+    The token itself is never printed or logged: the file is where a developer reads it.
+    """
+    if not DEV_TOKEN_FILE.exists():
+        DEV_TOKEN_FILE.write_text(secrets.token_urlsafe(24) + "\n")
+        DEV_TOKEN_FILE.chmod(0o600)
+    os.environ["ADMIN_TOKEN"] = DEV_TOKEN_FILE.read_text().strip()
+    logging.getLogger("intake").warning(
+        "ADMIN_TOKEN is not set: using the development token in %s (read it with `cat %s`)",
+        DEV_TOKEN_FILE.resolve(), DEV_TOKEN_FILE,
     )
 
 
@@ -125,13 +151,23 @@ def _parser() -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="bring the database schema up to date")
     migrate.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     migrate.set_defaults(run=_migrate)
+
+    admin_cli.register(commands, _settings)
     return parser
+
+
+def _configure_logging() -> None:
+    """JSON lines on stderr (LOG_FORMAT, LOG_LEVEL); invalid settings are reported by the command."""
+    try:
+        settings = Settings()
+    except ValidationError:
+        settings = None
+    configure_logging(settings.log_format if settings else "json", settings.log_level if settings else "INFO")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `intake` console script."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    _configure_logging()
     args = _parser().parse_args(argv)
     args.run(args)
 

@@ -23,6 +23,11 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "development"
     cron_secret: SecretStr | None = Field(None, description="Bearer token for /api/queue/*.")
     admin_token: SecretStr | None = Field(None, description="Bearer token for the admin API.")
+    csrf_secret: SecretStr | None = Field(
+        None,
+        description="Key for the hosted form page's CSRF tokens. Unset: derived from ADMIN_TOKEN; "
+        "with neither set (development only), a random key per process.",
+    )
 
     host: str = Field("127.0.0.1", description="Address `intake serve` listens on (0.0.0.0 in containers).")
     port: int = Field(8000, ge=1, le=65535, description="Port `intake serve` listens on.")
@@ -63,6 +68,13 @@ class Settings(BaseSettings):
     plaid_client_id: str | None = Field(None, description="Plaid client id.")
     plaid_secret: SecretStr | None = Field(None, description="Plaid secret.")
     plaid_base_url: str = Field("https://sandbox.plaid.com", description="Plaid API root (sandbox, development or production).")
+
+    # Operating it.
+    log_format: Literal["json", "text"] = Field("json", description="`intake` logs one JSON object per line, or text for people.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Least severe level logged.")
+    sentry_dsn: SecretStr | None = Field(
+        None, description="Report unexpected errors and dead operations to Sentry; unset: nothing is sent."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":

@@ -44,6 +44,9 @@ def create_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=pool_size,
+        # No pre-ping on every checkout (a round trip each): _ping_idle_connections pings only
+        # connections idle for PING_AFTER_IDLE. Connections are replaced after 30 minutes.
+        pool_recycle=1800,
         connect_args={
             "timeout": CONNECT_TIMEOUT,
             "server_settings": {"timezone": "UTC", "application_name": application_name},

@@ -8,11 +8,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import errors, forms, health, queue, submissions
+from app.api import dashboard, dlq, errors, forms, health, metrics, operations, queue, submissions
+from app.api.access_log import AccessLogMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.config import Settings
 from app.integrations.base import Handler
 from app.runtime import runtime
+from app.web import pages
 
 
 def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
@@ -25,6 +27,7 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
             app.state.engine = parts.engine
             app.state.sessionmaker = parts.sessions
             app.state.processor = parts.processor
+            app.state.metrics = parts.metrics
             async with _embedded_worker(parts) if settings.embedded_worker else contextlib.nullcontext():
                 yield
 
@@ -32,14 +35,22 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
     app.state.settings = settings
     # The last added runs first: every answer, a 413 included, carries the request id.
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestIdMiddleware)
     errors.install(app)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(forms.public_router)
     app.include_router(forms.admin_router)
     app.include_router(submissions.public_router)
     app.include_router(submissions.admin_router)
     app.include_router(queue.router)
+    app.include_router(queue.admin_router)
+    app.include_router(dlq.router)
+    app.include_router(operations.router)
+    app.include_router(operations.audit_router)
+    dashboard.install(app)
+    pages.install(app)  # the hosted form page /f/{form_id} and its assets
     return app
 
 

@@ -115,6 +115,17 @@ class AsyncOperation(Base):
         # Listings newest first per status (dead-letter queue, operations) and retention.
         Index(None, "status", "updated_at"),
         Index(None, "submission_id"),
+        # The operations API lists newest first; its keyset pagination walks this backwards.
+        Index(None, "created_at", "id"),
+        # The dead-letter stats count operations an admin retried (resolved ones among them)
+        # without reading the completed rows nobody retried.
+        Index(
+            "ix_async_operations_retried",
+            "operation_type",
+            "status",
+            postgresql_where=text("manual_retries > 0"),
+            sqlite_where=text("manual_retries > 0"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
@@ -157,3 +168,27 @@ class DestinationHealth(Base):
     last_failure_at: Mapped[datetime | None]
     last_success_at: Mapped[datetime | None]
     updated_at: Mapped[datetime] = _updated_at()
+
+
+AUDIT_ACTIONS = ("retry", "discard", "cancel")
+
+
+class AuditEntry(Base):
+    """One admin action on the queue: who (a credential fingerprint, never the token), what, how many."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        CheckConstraint(_in("action", AUDIT_ACTIONS), name="action"),
+        CheckConstraint("count >= 0", name="count"),
+        Index(None, "at", "id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    at: Mapped[datetime] = mapped_column(default=utcnow(), server_default=utcnow())
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    # No foreign key: retention prunes operations, and their audit entries must outlive them.
+    operation_id: Mapped[uuid.UUID | None]
+    count: Mapped[int] = mapped_column(Integer)
+    details: Mapped[dict[str, Any] | None]
+    request_id: Mapped[str | None] = mapped_column(Text)

@@ -7,7 +7,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa
 
+from app.admin.service import NotDead
 from app.forms.service import FormInvalid, FormNotFound, InvalidCursor
+from app.queue.repository import InvalidTransition, OperationNotFound
 from app.submissions.service import FormClosed, InvalidStatusChange, SubmissionNotFound
 from app.submissions.validation import InvalidSubmission
 
@@ -20,6 +22,9 @@ STATUS_OF: dict[type[Exception], int] = {
     FormClosed: 409,
     InvalidStatusChange: 409,
     InvalidCursor: 422,
+    OperationNotFound: 404,
+    NotDead: 404,
+    InvalidTransition: 409,
 }
 
 #: Seconds a client is told to wait before trying again while the database is unreachable.

@@ -4,9 +4,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Response, status
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Depends, Header, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
 
+from app.admin.inspect import rollup
 from app.api.deps import require_json
 from app.auth import require_admin
 from app.db import ReadSessionDep, SessionDep
@@ -72,6 +73,7 @@ class SubmissionOut(BaseModel):
     enrichment: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    summary: str = Field(description='Its operations in one line, e.g. "webhook delivered, Airtable dead after 3 attempts".')
     operations: list[OperationSummary]
 
 
@@ -106,6 +108,7 @@ def submission_out(view: SubmissionView) -> SubmissionOut:
         enrichment=s.enrichment,
         created_at=s.created_at,
         updated_at=s.updated_at,
+        summary=rollup(view.operations),
         operations=[operation_summary(op) for op in view.operations],
     )
 
@@ -121,6 +124,7 @@ async def submit(
     form_id: uuid.UUID,
     body: SubmissionIn,
     session: SessionDep,
+    request: Request,
     response: Response,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
 ) -> SubmissionReceipt:
@@ -129,6 +133,8 @@ async def submit(
     await session.commit()
     if not received.created:
         response.status_code = status.HTTP_200_OK
+    else:
+        request.app.state.metrics.submissions.inc()
     s = received.submission
     return SubmissionReceipt(id=s.id, form_id=s.form_id, created_at=s.created_at)
 

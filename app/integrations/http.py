@@ -15,6 +15,7 @@ guarded by default. The pools are separate so that a connection opened to an ope
 provider is never reused for a webhook that names the same origin.
 """
 
+import itertools
 import json
 import math
 import re
@@ -38,7 +39,13 @@ USER_AGENT = f"Intake/{__version__}"
 #: that drips a byte per read outlasts them, which is why the processor wraps every handler in one
 #: total deadline (OPERATION_TIMEOUT).
 TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=10.0, pool=5.0)
-LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0)
+#: Per shard (see _Sharded): SHARDS x these, in all.
+LIMITS = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
+#: httpcore scans every connection of a pool each time a request is queued or a connection is
+#: freed, so one pool of 50 busy connections costs milliseconds of CPU per request. Several small
+#: pools keep that scan short: 50 concurrent requests to bench/slow_webhooks.py's receiver (100 ms)
+#: went from ~230/s (one pool, keep-alive for all) to ~400/s with 8 pools, in one run.
+SHARDS = 8
 BODY_CAP = 64 * 1024
 EXCERPT_CHARS = 500
 DETAIL_CHARS = 200
@@ -57,11 +64,11 @@ _WHITESPACE = re.compile(r"\s+")
 
 def create_http_client(settings: Settings, *, resolver: Resolver | None = None) -> httpx.AsyncClient:
     """The client every handler shares; close it with `aclose()` when the app stops."""
-    provider = httpx.AsyncHTTPTransport(limits=LIMITS)
+    provider = _Sharded([httpx.AsyncHTTPTransport(limits=LIMITS) for _ in range(SHARDS)])
     if settings.webhook_allow_private_networks:
-        untrusted: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(limits=LIMITS)
+        untrusted = _Sharded([httpx.AsyncHTTPTransport(limits=LIMITS) for _ in range(SHARDS)])
     else:
-        untrusted = guarded_transport(limits=LIMITS, resolver=resolver)
+        untrusted = _Sharded([guarded_transport(limits=LIMITS, resolver=resolver) for _ in range(SHARDS)])
     return httpx.AsyncClient(
         transport=_Router(provider=provider, untrusted=untrusted),
         timeout=TIMEOUT,
@@ -89,6 +96,23 @@ class _Router(httpx.AsyncBaseTransport):
         """Close both pools."""
         await self._provider.aclose()
         await self._untrusted.aclose()
+
+
+class _Sharded(httpx.AsyncBaseTransport):
+    """Requests spread round-robin over several connection pools (see SHARDS)."""
+
+    def __init__(self, pools: list[httpx.AsyncBaseTransport]):
+        self._pools = pools
+        self._next = itertools.cycle(pools)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the next pool."""
+        return await next(self._next).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        for pool in self._pools:
+            await pool.aclose()
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,13 +31,13 @@ import httpx
 from app.forms.schema import SUBMISSION_CREATED, WebhookIntegration
 from app.integrations import common
 from app.integrations.base import DisableIntegration, HandlerContext, PermanentError, SubmissionSnapshot
-from app.integrations.http import Reply, send
+from app.integrations.http import Reply, excerpt, send
 
 SECRET_PREFIX = "whsec_"
 
 
 async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
-    """Deliver the event to the entry's URL; a result with the receiver's status and the webhook-id."""
+    """Deliver the event to the entry's URL; the receiver's status, the webhook-id, an excerpt of its answer."""
     entry_id = common.entry(payload, WebhookIntegration).id
     stored = _stored_entry(ctx, entry_id)
     submission = common.submission(ctx)
@@ -47,7 +47,8 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     headers = signed_headers(stored["secret"], message_id, int(time.time()), body)
     # The stored URL, like the secret: an admin who fixes a URL and retries reaches the new one.
     reply = await _deliver(ctx.http, str(stored["url"]), body, headers, secret=stored["secret"])
-    return {"http_status": reply.status, "webhook_id": message_id}
+    answer = excerpt(reply.body, _secret_forms(stored["secret"]))
+    return {"http_status": reply.status, "webhook_id": message_id, "excerpt": answer}
 
 
 def signed_headers(secret: str, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:

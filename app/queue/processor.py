@@ -30,6 +30,7 @@ from app.integrations.base import (
     IntegrationError,
     SubmissionSnapshot,
 )
+from app.observability.telemetry import Telemetry
 from app.queue import repository as queue
 from app.queue.backoff import RetryPolicy, circuit_cooldown
 from app.queue.context import OperationEffects, disable_integration, load_snapshots
@@ -97,8 +98,10 @@ class Processor:
         settings: Settings,
         http: httpx.AsyncClient,
         handlers: Mapping[str, Handler],
+        telemetry: Telemetry | None = None,
     ):
         self.sessions = sessions
+        self.telemetry = telemetry or Telemetry()
         self.settings = settings
         self.http = http
         self.handlers = handlers
@@ -145,6 +148,7 @@ class Processor:
         """Give back operations whose worker was lost; how many."""
         async with self.sessions() as session, session.begin():
             reset = await queue.reset_stale(session, self.settings.stale_after)
+        self.telemetry.stale_reset(reset.pending, reset.dead)
         if reset.pending or reset.dead:
             log.warning("stale operations reset", extra={"pending": reset.pending, "dead": reset.dead})
         return reset.pending + reset.dead
@@ -157,6 +161,7 @@ class Processor:
         # gives them back, as it does any claim whose worker died.
         async with self._statements() as session:
             claimed = await queue.claim_batch(session, limit, token)
+            self.telemetry.claimed(len(claimed))
             resting = await queue.open_destinations(session, [op.destination for op in claimed if op.destination])
             snoozed = [op for op in claimed if op.destination in resting]
             for destination, until in resting.items():
@@ -239,14 +244,14 @@ class Processor:
         failures = [o for o in outcomes if o.failure is not None]
         statuses: dict[Status | None, int] = defaultdict(int)
         async with self._transaction() if failures else self._statements() as session:
-            done = await queue.complete_many(session, [(o.operation.id, o.token, o.result) for o in successes])
+            done = await queue.complete_many(session, [(o.operation.id, o.token, _stored_result(o)) for o in successes])
             await queue.record_success(session, [o.operation.destination for o in successes if o.operation.destination])
             for outcome in failures:
                 status = await self._record_failure(session, outcome)
                 statuses[status] += 1
-                _log_outcome(outcome, status)
+                self._observe(outcome, status)
         for outcome in successes:
-            _log_outcome(outcome, Status.COMPLETED if outcome.operation.id in done else None)
+            self._observe(outcome, Status.COMPLETED if outcome.operation.id in done else None)
         return Recorded(completed=len(done), retried=statuses[Status.FAILED], dead=statuses[Status.DEAD])
 
     async def _record_failure(self, session: AsyncSession, outcome: Outcome) -> Status | None:
@@ -272,6 +277,11 @@ class Processor:
         """A session in one transaction, committed at the end of the block."""
         async with self.sessions() as session, session.begin():
             yield session
+
+    def _observe(self, outcome: Outcome, status: Status | None) -> None:
+        _log_outcome(outcome, status)
+        label = status.value if status else "lost_claim"
+        self.telemetry.recorded(outcome.operation, label, outcome.duration_ms, outcome.failure)
 
     def _cooldown(self, trips: int) -> float:
         return circuit_cooldown(trips, base=self.settings.circuit_cooldown, cap=self.settings.circuit_cooldown_max)
@@ -302,6 +312,11 @@ def _elapsed_ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 
+def _stored_result(outcome: Outcome) -> dict[str, Any]:
+    """The handler's result and how long the successful attempt took (the admin API shows it)."""
+    return {**(outcome.result or {}), "duration_ms": outcome.duration_ms}
+
+
 def _log_outcome(outcome: Outcome, status: Status | None) -> None:
     """One line per attempt: which operation, which attempt, how it ended, how long it took.
 
@@ -327,5 +342,7 @@ def _log_outcome(outcome: Outcome, status: Status | None) -> None:
         "outcome": status.value if status else "lost_claim",
     }
     if outcome.failure is not None:
-        fields |= {"code": outcome.failure.code, "error": outcome.failure.error}
+        # The code and status, not the message: a provider's error text may echo what an applicant
+        # typed. The message is in the operation's error history, for admins.
+        fields |= {"code": outcome.failure.code, "http_status": outcome.failure.http_status}
     log.log(level, message, extra=fields)

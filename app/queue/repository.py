@@ -31,6 +31,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -157,15 +158,22 @@ def _dialect(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
 
-#: The columns an Operation is built from, in the order of its fields, so that a row converts
-#: positionally: cheaper than going through a mapping, for every row a claim returns.
+#: The columns an Operation is built from, in the order of its fields: a claim returns them so,
+#: and converts each row positionally (`_claimed`), cheaper than through a mapping.
 OPERATION_COLUMNS = tuple(_t[name] for name in Operation.__dataclass_fields__)
 _STATUS_AT = list(Operation.__dataclass_fields__).index("status")
 _STATUSES = {status.value: status for status in Status}
 
 
 def _to_operation(row) -> Operation:
-    """The Operation of a row that has OPERATION_COLUMNS, in order."""
+    """The Operation of a row that has every column of the table, in any order."""
+    values = dict(row._mapping)
+    values["status"] = Status(values["status"])
+    return Operation(**values)
+
+
+def _claimed(row) -> Operation:
+    """The Operation of a row that has OPERATION_COLUMNS, in that order (the claim's rows)."""
     values = tuple(row)
     return Operation(*values[:_STATUS_AT], _STATUSES[values[_STATUS_AT]], *values[_STATUS_AT + 1 :])
 
@@ -265,7 +273,7 @@ async def claim_batch(session: AsyncSession, limit: int, token: str) -> list[Ope
         return []
     statement = _claim_template(_dialect(session))
     result = await session.execute(statement, {"claim_limit": limit, "claim_token": token})
-    claimed = [_to_operation(row) for row in result]
+    claimed = [_claimed(row) for row in result]
     claimed.sort(key=_claim_order)
     return claimed
 
@@ -620,3 +628,188 @@ async def prune(session: AsyncSession, older_than: float, limit: int = 10_000) -
     )
     result = await session.execute(delete(operations).where(_t.id.in_(victims.scalar_subquery())))
     return result.rowcount
+
+
+# --- admin listings and bulk verbs (issue 5) -----------------------------------------------------
+
+#: States that are still someone's business; counted exactly, however large the table grows.
+OPEN = (Status.PENDING, Status.PROCESSING, Status.FAILED, Status.DEAD)
+#: States an operation never leaves; the overview counts only their recent rows.
+FINISHED = (Status.COMPLETED, Status.DISCARDED, Status.CANCELLED)
+
+#: A keyset position: (timestamp, id) of the last row of the page before.
+Keyset = tuple[datetime, uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOverview:
+    """The status groups, the wait of the oldest due operation, and the database's clock."""
+
+    rows: list[StatusRow]
+    oldest_claimable_age_seconds: float | None
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterCount:
+    """One operation type's dead-letter figures; `resolved`: completed after a manual retry."""
+
+    operation_type: str
+    dead: int
+    discarded: int
+    resolved: int
+    retrying: int
+    total: int
+
+
+def _before(column, before: Keyset | None):
+    """Rows strictly after `before` in (column DESC, id DESC) order."""
+    if before is None:
+        return true()
+    at, last_id = before
+    return or_(column < at, and_(column == at, _t.id < last_id))
+
+
+def _matching(operation_type: str | None, form_id: uuid.UUID | None) -> list:
+    conditions = []
+    if operation_type is not None:
+        conditions.append(_t.operation_type == operation_type)
+    if form_id is not None:
+        conditions.append(_t.form_id == form_id)
+    return conditions
+
+
+async def list_operations(
+    session: AsyncSession,
+    *,
+    status: Status | None = None,
+    operation_type: str | None = None,
+    form_id: uuid.UUID | None = None,
+    limit: int = 50,
+    before: Keyset | None = None,
+) -> list[Operation]:
+    """Operations newest first by (created_at, id), which never change: a keyset page is stable."""
+    conditions = _matching(operation_type, form_id) + [_before(_t.created_at, before)]
+    if status is not None:
+        conditions.append(_t.status == status)
+    statement = select(operations).where(*conditions).order_by(_t.created_at.desc(), _t.id.desc()).limit(limit)
+    return [_to_operation(row) for row in await session.execute(statement)]
+
+
+async def list_dead(
+    session: AsyncSession,
+    *,
+    operation_type: str | None = None,
+    form_id: uuid.UUID | None = None,
+    limit: int = 50,
+    before: Keyset | None = None,
+) -> list[Operation]:
+    """Dead operations, the most recently dead first, by (updated_at, id).
+
+    Nothing writes a dead row but the verbs that take it out of `dead`, so its `updated_at` is
+    the moment it died; an operation that dies while an admin pages goes to the front, never
+    into pages still to come twice.
+    """
+    conditions = [_t.status == Status.DEAD, *_matching(operation_type, form_id), _before(_t.updated_at, before)]
+    statement = select(operations).where(*conditions).order_by(_t.updated_at.desc(), _t.id.desc()).limit(limit)
+    return [_to_operation(row) for row in await session.execute(statement)]
+
+
+async def retry_many(
+    session: AsyncSession,
+    *,
+    operation_type: str | None = None,
+    form_id: uuid.UUID | None = None,
+    ids: Sequence[uuid.UUID] | None = None,
+) -> list[uuid.UUID]:
+    """Send every dead operation matching all the filters back to `pending`, in one statement.
+
+    Like `retry`: due now, attempts at 0, history and result kept. The ids it moved.
+    """
+    conditions = [_t.status == Status.DEAD, *_matching(operation_type, form_id)]
+    if ids is not None:
+        if not ids:
+            return []
+        conditions.append(_t.id.in_(list(ids)))
+    statement = (
+        update(operations)
+        .where(*conditions)
+        .values(
+            status=Status.PENDING,
+            attempts=0,
+            next_retry_at=utcnow(),
+            locked_by=None,
+            manual_retries=_t.manual_retries + 1,
+        )
+        .returning(_t.id)
+    )
+    return list((await session.execute(statement)).scalars())
+
+
+async def dead_letter_counts(session: AsyncSession) -> list[DeadLetterCount]:
+    """Per type: dead, discarded, resolved and retrying operations, in one query."""
+    return [DeadLetterCount(**row._mapping) for row in await session.execute(dead_letter_statement())]
+
+
+def dead_letter_statement() -> Executable:
+    """The dead-letter figures' query.
+
+    It reads dead and discarded rows (the status index) and those an admin retried (a partial
+    index), never the completed rows nobody retried.
+    """
+    retried = _t.manual_retries > 0
+    return (
+        select(
+            _t.operation_type,
+            func.count().filter(_t.status == Status.DEAD).label("dead"),
+            func.count().filter(_t.status == Status.DISCARDED).label("discarded"),
+            func.count().filter(and_(retried, _t.status == Status.COMPLETED)).label("resolved"),
+            func.count().filter(and_(retried, _t.status.in_((*CLAIMABLE, Status.PROCESSING)))).label("retrying"),
+            func.count().label("total"),
+        )
+        .where(or_(_t.status.in_((Status.DEAD, Status.DISCARDED)), retried))
+        .group_by(_t.operation_type)
+        .order_by(_t.operation_type)
+    )
+
+
+async def status_overview(session: AsyncSession, finished_within: float | None = None) -> QueueOverview:
+    """`status()` that stays cheap on a table of a million completed rows, in one grouped query.
+
+    Open states (pending, processing, failed, dead) are counted exactly. Finished states are
+    counted over the last `finished_within` seconds only (None: not at all), so the query reads
+    the (status, updated_at) index instead of every completed row the table keeps.
+    """
+    rows = (await session.execute(overview_statement(finished_within))).all()
+    now = (await session.execute(select(utcnow()))).scalar_one()
+    oldest_due = min((row.oldest_due for row in rows if row.oldest_due is not None), default=None)
+    return QueueOverview(
+        rows=[
+            StatusRow(row.operation_type, Status(row.status), row.count, row.oldest, row.newest, float(row.avg_attempts))
+            for row in rows
+        ],
+        oldest_claimable_age_seconds=None if oldest_due is None else max((now - oldest_due).total_seconds(), 0.0),
+        now=now,
+    )
+
+
+def overview_statement(finished_within: float | None) -> Executable:
+    """The one grouped query of `status_overview`."""
+    scope = _t.status.in_(OPEN)
+    if finished_within is not None:
+        scope = or_(scope, and_(_t.status.in_(FINISHED), _t.updated_at >= utcnow(-finished_within)))
+    due = and_(_t.status.in_(CLAIMABLE), _t.next_retry_at <= utcnow())
+    return (
+        select(
+            _t.operation_type,
+            _t.status,
+            func.count().label("count"),
+            func.min(_t.created_at).label("oldest"),
+            func.max(_t.created_at).label("newest"),
+            func.avg(_t.attempts).label("avg_attempts"),
+            func.min(_t.next_retry_at).filter(due).label("oldest_due"),
+        )
+        .where(scope)
+        .group_by(_t.operation_type, _t.status)
+        .order_by(_t.operation_type, _t.status)
+    )

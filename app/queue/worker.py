@@ -77,9 +77,10 @@ class Worker:
                 if time.monotonic() - last_stale >= self._stale_interval:
                     if await self._guard(self.processor.reset_stale()) is not None:
                         last_stale = time.monotonic()
-                # The next claim and the last outcomes' write go to the database together, on two
-                # connections: each waits for its round trips while the other runs.
-                (asked, started), _ = await asyncio.gather(self._refill_slots(), self._flush())
+                # Outcomes first, so that a finished operation does not look in flight any longer
+                # than it must; the next claim goes alongside, on another connection, each waiting
+                # for its round trips while the other runs.
+                _, (asked, started) = await asyncio.gather(self._flush(), self._refill_slots())
                 if started and started == asked:
                     await asyncio.sleep(0)  # more may be waiting: let the new tasks start, then claim again
                     continue

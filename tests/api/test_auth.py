@@ -46,6 +46,17 @@ async def test_the_admin_api_has_the_expected_routes(client):
         ("POST", "/api/forms/{id}/close"),
         ("GET", "/api/submissions/{id}"),
         ("PATCH", "/api/submissions/{id}"),
+        ("GET", "/api/queue/status"),
+        ("GET", "/api/dlq"),
+        ("GET", "/api/dlq/stats"),
+        ("GET", "/api/dlq/{id}"),
+        ("POST", "/api/dlq/{id}/retry"),
+        ("POST", "/api/dlq/{id}/discard"),
+        ("POST", "/api/dlq/retry"),
+        ("GET", "/api/operations"),
+        ("GET", "/api/operations/{id}"),
+        ("POST", "/api/operations/{id}/cancel"),
+        ("GET", "/api/audit"),
     }
 
 

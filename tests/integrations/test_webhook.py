@@ -1,4 +1,5 @@
 import json
+from unittest.mock import ANY
 
 import pytest
 from standardwebhooks import Webhook
@@ -39,7 +40,7 @@ async def test_delivery_is_signed_per_standard_webhooks(settings, http, webhook_
     expected_id = f"{ctx.form.id}-{ctx.submission.id}-crm-hook"
     assert delivery.headers["webhook-id"] == expected_id
     assert delivery.headers["content-type"] == "application/json"
-    assert result == {"http_status": 200, "webhook_id": expected_id}
+    assert result == {"http_status": 200, "webhook_id": expected_id, "excerpt": ANY}
 
 
 async def test_secret_comes_from_the_stored_form_not_the_payload(settings, http, webhook_receiver):

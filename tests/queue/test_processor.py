@@ -3,6 +3,7 @@
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -97,6 +98,8 @@ async def test_successful_operations_complete_with_their_results(processor):
     result = await processor.run_batch()
     assert (result.claimed, result.completed, result.retried, result.dead) == (3, 3, 0, 0)
     done = [await get(processor, i) for i in ids]
+    # The processor adds how long the successful attempt took (the operations API shows it).
+    assert all(isinstance(op.result.pop("duration_ms"), int) for op in done)
     assert [(op.status, op.result) for op in done] == [(Status.COMPLETED, {"echo": n}) for n in range(3)]
 
 
@@ -289,4 +292,4 @@ async def test_progress_saved_by_a_failed_attempt_reaches_the_next_one(processor
     await asyncio.sleep(0.01)
     await processor.run_batch()
     assert attempts == [{}, {"email": "sent"}]
-    assert (await get(processor, op_id)).result == {"email": "sent"}
+    assert (await get(processor, op_id)).result == {"email": "sent", "duration_ms": ANY}

@@ -1,0 +1,1 @@
+"""What admins do with the queue: inspect, retry, discard, cancel; every change audited."""

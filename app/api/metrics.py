@@ -1,0 +1,36 @@
+"""`GET /metrics`: Prometheus text for the operator's scraper.
+
+It needs no token, like /healthz: it tells queue depths and counts, never an id, a payload or
+an error text. Expose it on the internal network only (or put the scrape behind the proxy's auth).
+"""
+
+import logging
+
+from fastapi import APIRouter, Request, Response
+
+from app.api.errors import is_database_unavailable
+from app.db import READ_ONLY
+from app.observability.metrics import CONTENT_TYPE, render
+from app.queue import repository as queue
+
+router = APIRouter(tags=["operator"])
+log = logging.getLogger("intake.metrics")
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Counters and histograms of this process, and the queue's depth read from the database now."""
+    return Response(render(request.app.state.metrics, await _overview(request)), media_type=CONTENT_TYPE)
+
+
+async def _overview(request: Request) -> queue.QueueOverview | None:
+    """The open states of the queue, or None (and `intake_database_up 0`) when the database is away."""
+    try:
+        async with request.app.state.sessionmaker() as session:
+            await session.connection(execution_options=READ_ONLY)
+            return await queue.status_overview(session)
+    except Exception as error:
+        if not is_database_unavailable(error):
+            raise
+        log.warning("metrics: database unavailable", extra={"error": type(error).__name__})
+        return None

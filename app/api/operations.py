@@ -1,0 +1,180 @@
+"""Operations for admins: list and inspect any operation, every attempt shown; cancel; the audit log."""
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
+
+from app.admin import inspect, service
+from app.admin.audit import Actor, admin_actor
+from app.auth import AdminTokenDep, require_admin
+from app.db import ReadSessionDep, SessionDep
+from app.queue.operation import Operation, OperationType, Status
+
+router = APIRouter(prefix="/api/operations", tags=["admin"], dependencies=[Depends(require_admin)])
+audit_router = APIRouter(prefix="/api/audit", tags=["admin"], dependencies=[Depends(require_admin)])
+
+Limit = Annotated[int, Query(ge=1, le=200, description="Items per page.")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page.")]
+
+
+def actor(request: Request, token: AdminTokenDep) -> Actor:
+    """Dependency: the admin making this request, as the audit log names them."""
+    return admin_actor(token, getattr(request.state, "request_id", None))
+
+
+ActorDep = Annotated[Actor, Depends(actor)]
+
+
+class AttemptOut(BaseModel):
+    """One attempt: when, how long, the HTTP status, how it ended, a short excerpt of the answer."""
+
+    run: int
+    attempt: int | None
+    at: datetime | None
+    duration_ms: int | None
+    http_status: int | None
+    outcome: str
+    code: str | None
+    error: str | None
+    excerpt: str | None
+
+
+class OperationOut(BaseModel):
+    """An operation without its payload."""
+
+    id: uuid.UUID
+    operation_type: str
+    status: Status
+    integration_id: str | None
+    event: str | None
+    form_id: uuid.UUID | None
+    submission_id: uuid.UUID | None
+    destination: str | None
+    attempts: int
+    max_attempts: int
+    manual_retries: int
+    priority: int
+    last_error: str | None
+    last_attempt_at: datetime | None
+    next_retry_at: datetime
+    completed_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class OperationDetail(OperationOut):
+    """One operation: payload and result with secrets redacted, and every attempt."""
+
+    payload: dict[str, Any]
+    result: dict[str, Any] | None
+    history: list[AttemptOut]
+
+
+class OperationPage(BaseModel):
+    """One page of operations, newest first."""
+
+    items: list[OperationOut]
+    next_cursor: str | None
+
+
+class AuditOut(BaseModel):
+    """One audit entry: when, who (a credential fingerprint), what, how many."""
+
+    id: uuid.UUID
+    at: datetime
+    actor: str
+    action: str
+    operation_id: uuid.UUID | None
+    count: int
+    details: dict[str, Any] | None
+    request_id: str | None
+
+
+class AuditPage(BaseModel):
+    """One page of the audit log, newest first."""
+
+    items: list[AuditOut]
+    next_cursor: str | None
+
+
+def operation_out(operation: Operation) -> OperationOut:
+    """The list view of an operation."""
+    return OperationOut(**_columns(operation))
+
+
+def history_out(operation: Operation) -> list[AttemptOut]:
+    """Every attempt of the operation, oldest first, the successful one included."""
+    return [AttemptOut(**_fields(attempt)) for attempt in inspect.attempts(operation)]
+
+
+def operation_detail(operation: Operation) -> OperationDetail:
+    """The full view of an operation, secrets redacted."""
+    return OperationDetail(
+        **_columns(operation),
+        payload=inspect.redact(operation.payload),
+        result=inspect.redact(operation.result),
+        history=history_out(operation),
+    )
+
+
+def _columns(operation: Operation) -> dict[str, Any]:
+    integration = operation.payload.get("integration") or {}
+    names = OperationOut.model_fields.keys() - {"integration_id", "event"}
+    return {name: getattr(operation, name) for name in names} | {
+        "integration_id": integration.get("id"),
+        "event": operation.payload.get("event"),
+    }
+
+
+def _fields(attempt: inspect.Attempt) -> dict[str, Any]:
+    return {name: getattr(attempt, name) for name in AttemptOut.model_fields}
+
+
+@router.get("", summary="List operations, newest first")
+async def list_operations(
+    session: ReadSessionDep,
+    status: Status | None = None,
+    type: OperationType | None = None,  # noqa: A002 - the query parameter DESIGN.md names
+    form_id: uuid.UUID | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> OperationPage:
+    """Operations newest first, filtered; pass `next_cursor` back as `cursor` for the next page."""
+    page = await service.operations_page(
+        session, status=status, operation_type=type, form_id=form_id, limit=limit, after=cursor
+    )
+    return OperationPage(items=[operation_out(op) for op in page.operations], next_cursor=page.next_cursor)
+
+
+@router.get("/{operation_id}", summary="One operation with every attempt")
+async def get_operation(operation_id: uuid.UUID, session: ReadSessionDep) -> OperationDetail:
+    """The operation, its payload and result (secrets redacted) and every attempt; 404 if unknown."""
+    return operation_detail(await service.get_operation(session, operation_id))
+
+
+@router.post("/{operation_id}/cancel", summary="Cancel a pending or failed operation")
+async def cancel_operation(operation_id: uuid.UUID, session: SessionDep, who: ActorDep) -> OperationOut:
+    """Pending or failed to cancelled, audited; 404 if unknown, 409 in any other state."""
+    operation = await service.cancel(session, operation_id, who)
+    await session.commit()
+    return operation_out(operation)
+
+
+@audit_router.get("", summary="The audit log, newest first")
+async def list_audit(
+    session: ReadSessionDep,
+    action: Annotated[str | None, Query(pattern="^(retry|discard|cancel)$")] = None,
+    operation_id: uuid.UUID | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> AuditPage:
+    """Every retry, discard and cancel: when, which credential (fingerprint), what, how many."""
+    page = await service.audit_page(session, action=action, operation_id=operation_id, limit=limit, after=cursor)
+    return AuditPage(items=[AuditOut(**_entry(e)) for e in page.entries], next_cursor=page.next_cursor)
+
+
+def _entry(entry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in AuditOut.model_fields}

@@ -1,0 +1,1 @@
+"""What operators read: Prometheus metrics, JSON logs, error reports to Sentry."""

@@ -1,0 +1,1 @@
+"""Pages for people: the hosted form applicants fill in."""
