@@ -29,8 +29,8 @@ def main() -> None:
         queue_throughput.run(operations=20_000, repeat=3, concurrency=100, loop="uvloop", processes=[1, 4])
         claim_cost.run(small_rows=10_000, large_rows=1_000_000, claims=200, repeat=5)
         memory.run(small=10_000, large=100_000, repeat=3, concurrency=100, loop="uvloop")
-    print("== not measured here: benchmark 2 (submission throughput and latency against a minimal FastAPI + asyncpg")
-    print("   app) and benchmark 5 (slow webhooks, CONCURRENCY=50): see bench/README.md")
+    print("== not run by make bench yet: benchmark 2 (bench/submission_throughput.py) and benchmark 5")
+    print("   (bench/slow_webhooks.py); see bench/README.md")
     print(f"== all benchmarks done in {time.monotonic() - started:.0f} s", flush=True)
 
 
