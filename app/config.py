@@ -20,7 +20,11 @@ class Settings(BaseSettings):
         DEFAULT_DATABASE_URL,
         description="SQLAlchemy URL; postgresql:// and sqlite:/// are accepted and given their async driver.",
     )
-    environment: Literal["development", "production"] = "development"
+    environment: Literal["development", "production"] = Field(
+        "development",
+        description="`development` or `production`. Production refuses to start without CRON_SECRET and "
+        "ADMIN_TOKEN; development lets the cron routes answer without CRON_SECRET (with a warning).",
+    )
     cron_secret: SecretStr | None = Field(None, description="Bearer token for /api/queue/*.")
     admin_token: SecretStr | None = Field(None, description="Bearer token for the admin API.")
     csrf_secret: SecretStr | None = Field(
