@@ -20,6 +20,13 @@ class Settings(BaseSettings):
         DEFAULT_DATABASE_URL,
         description="SQLAlchemy URL; postgresql:// and sqlite:/// are accepted and given their async driver.",
     )
+    database_pool_size: int = Field(
+        20,
+        ge=1,
+        description="PostgreSQL connections one process keeps open; as many more are opened during bursts and "
+        "closed after. Raise it for an API process serving many concurrent submissions; the total over all "
+        "processes must stay under the server's max_connections.",
+    )
     environment: Literal["development", "production"] = Field(
         "development",
         description="`development` or `production`. Production refuses to start without CRON_SECRET and "

@@ -34,7 +34,7 @@ def database_url(url: str) -> URL:
 
 
 def create_engine(
-    url: str, *, pool_size: int = 10, application_name: str = "intake", ping_after_idle: float = PING_AFTER_IDLE
+    url: str, *, pool_size: int = 20, application_name: str = "intake", ping_after_idle: float = PING_AFTER_IDLE
 ) -> AsyncEngine:
     """An async engine for `url`, configured for the queue's needs on either database."""
     parsed = database_url(url)

@@ -12,6 +12,7 @@ from app.api import dashboard, dlq, errors, forms, health, metrics, operations, 
 from app.api.access_log import AccessLogMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.config import Settings
+from app.forms.cache import FormCache
 from app.integrations.base import Handler
 from app.runtime import runtime
 from app.web import pages
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
 
     app = FastAPI(title="Intake", version=__version__, lifespan=lifespan)
     app.state.settings = settings
+    app.state.form_cache = FormCache()
     # The last added runs first: every answer, a 413 included, carries the request id.
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(AccessLogMiddleware)

@@ -13,7 +13,7 @@ benchmark works in databases of its own (intake_bench_<random>) and drops them.
 import argparse
 import time
 
-from bench import claim_cost, memory, queue_throughput
+from bench import claim_cost, memory, queue_throughput, slow_webhooks, submission_throughput
 
 
 def main() -> None:
@@ -25,12 +25,14 @@ def main() -> None:
         queue_throughput.run(operations=2_000, repeat=3, concurrency=100, loop="uvloop", processes=[1, 4])
         claim_cost.run(small_rows=1_000, large_rows=20_000, claims=20, repeat=3)
         memory.run(small=1_000, large=5_000, repeat=3, concurrency=100, loop="uvloop")
+        submission_throughput.run(seconds=2, repeat=3)
+        slow_webhooks.run(operations=300, concurrency=50, repeat=3)
     else:
         queue_throughput.run(operations=20_000, repeat=3, concurrency=100, loop="uvloop", processes=[1, 4])
         claim_cost.run(small_rows=10_000, large_rows=1_000_000, claims=200, repeat=5)
         memory.run(small=10_000, large=100_000, repeat=3, concurrency=100, loop="uvloop")
-    print("== not run by make bench yet: benchmark 2 (bench/submission_throughput.py) and benchmark 5")
-    print("   (bench/slow_webhooks.py); see bench/README.md")
+        submission_throughput.run(seconds=10, repeat=3)
+        slow_webhooks.run(operations=2_000, concurrency=50, repeat=3)
     print(f"== all benchmarks done in {time.monotonic() - started:.0f} s", flush=True)
 
 

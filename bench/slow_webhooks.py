@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.db import create_engine, create_sessionmaker  # noqa: E402
+from app.forms.cache import FormSnapshot  # noqa: E402
 from app.forms.service import NewForm, create_form  # noqa: E402
 from app.migrations import upgrade  # noqa: E402
 from app.models import FormSubmission  # noqa: E402
@@ -81,7 +82,7 @@ async def enqueue(url: str, receiver: str, n: int) -> None:
         for i in range(n):
             submission = FormSubmission(id=uuid.uuid4(), form_id=form.id, data={"n": i})
             session.add(submission)
-            new += operations_for(form, submission.id, "submission.created")
+            new += operations_for(FormSnapshot.of(form), submission.id, "submission.created")
         await session.flush()
         await queue.enqueue_many(session, new)
     await engine.dispose()
@@ -133,6 +134,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    run(operations=args.operations, concurrency=args.concurrency, repeat=args.repeat)
+
+
+def run(operations: int = 2000, concurrency: int = 50, repeat: int = 3) -> None:
+    """Measure and print; see the module's docstring."""
 
     port = free_port()
     receiver_module = ROOT / "bench" / "_slow_receiver.py"
@@ -150,23 +156,23 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             database = f"intake_bench_slow_{uuid.uuid4().hex[:8]}"
             asyncio.run(admin(f'CREATE DATABASE "{database}"'))
             try:
                 upgrade(dsn(database))
-                seconds = drain(dsn(database), f"http://127.0.0.1:{port}/hook", args.operations, args.concurrency)
-                rates.append(args.operations / seconds)
+                seconds = drain(dsn(database), f"http://127.0.0.1:{port}/hook", operations, concurrency)
+                rates.append(operations / seconds)
             finally:
                 asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
     finally:
         receiver.terminate()
         receiver.wait(timeout=10)
         receiver_module.unlink(missing_ok=True)
-    ideal = args.concurrency / LATENCY
+    ideal = concurrency / LATENCY
     median = statistics.median(rates)
-    print(f"slow webhooks: {args.operations} operations, receiver answers after {LATENCY * 1000:.0f} ms, "
-          f"1 worker, CONCURRENCY={args.concurrency}, {args.repeat} runs")
+    print(f"slow webhooks: {operations} operations, receiver answers after {LATENCY * 1000:.0f} ms, "
+          f"1 worker, CONCURRENCY={concurrency}, {repeat} runs")
     print(f"  deliveries/s median {median:7.1f}  min {min(rates):7.1f}  max {max(rates):7.1f}")
     print(f"  ideal {ideal:.0f}/s; median is {100 * median / ideal:.0f} % of ideal (target >= 80 %)")
 

@@ -108,8 +108,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    run(seconds=args.seconds, repeat=args.repeat)
+
+
+def run(seconds: int = 10, repeat: int = 3) -> None:
+    """Measure and print; see the module's docstring."""
     if not shutil.which("wrk"):
-        sys.exit("wrk is not installed: apt-get install wrk")
+        print("== benchmark 2 skipped: wrk is not installed (Debian: apt-get install wrk)", flush=True)
+        return
 
     database = f"intake_bench_submit_{uuid.uuid4().hex[:8]}"
     asyncio.run(admin(f'CREATE DATABASE "{database}"'))
@@ -132,12 +138,12 @@ def main() -> None:
             script.write(f'wrk.method = "POST"\nwrk.body = \'{BODY}\'\nwrk.headers["Content-Type"] = "application/json"\n')
         for url in targets.values():  # warm up both
             wrk(url, 16, 2, Path(script.name))
-        print(f"submission throughput: {args.repeat} x {args.seconds} s per point, wrk -t2, uvicorn 1 process, PostgreSQL")
+        print(f"submission throughput: {repeat} x {seconds} s per point, wrk -t2, uvicorn 1 process, PostgreSQL")
         for connections in (16, 64):
             runs = {name: [] for name in targets}
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 for name, url in targets.items():
-                    runs[name].append(wrk(url, connections, args.seconds, Path(script.name)))
+                    runs[name].append(wrk(url, connections, seconds, Path(script.name)))
             for name, points in runs.items():
                 print(f"  c={connections:<3} {name:<8} req/s {summary([p[0] for p in points])}")
                 print(f"  c={connections:<3} {name:<8} p50 ms {summary([p[1] for p in points])}")

@@ -129,7 +129,9 @@ async def submit(
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
 ) -> SubmissionReceipt:
     """Save the submission and enqueue its integrations, in one transaction."""
-    received = await service.submit(session, form_id, body.data, idempotency_key=idempotency_key)
+    received = await service.submit(
+        session, form_id, body.data, idempotency_key=idempotency_key, forms=request.app.state.form_cache
+    )
     await session.commit()
     if not received.created:
         response.status_code = status.HTTP_200_OK

@@ -4,25 +4,34 @@ Every function takes the caller's session first and never commits: a submission 
 operations it enqueues are written in the caller's one transaction, so both are saved or neither.
 """
 
+import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import select, update
+
+from sqlalchemy import Float, Integer, Select, Text, Uuid, bindparam, column, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.dbtypes import JSONType, UTCDateTime, utcnow
 from app.forms.schema import STATUS_CHANGED, SUBMISSION_CREATED, Event, Integration, queue_payload
-from app.forms.service import get_form, stored_fields, stored_integrations
-from app.models import Form, FormSubmission
+from app.forms.cache import FormCache, FormSnapshot
+from app.forms.service import get_form, stored_fields
+from app.models import AsyncOperation, Form, FormSubmission
 from app.queue import repository as queue
 from app.queue.operation import Operation
 from app.queue.repository import NewOperation
-from app.submissions.validation import validate_submission
+from app.submissions.validation import InvalidSubmission, validate_submission
 
 submissions = FormSubmission.__table__
 _s = submissions.c
+_f = Form.__table__.c
+operations = AsyncOperation.__table__
+_t = operations.c
 
 #: Who may move a submission where; approved and rejected are final.
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -89,15 +98,35 @@ class SubmissionView:
 
 
 async def submit(
-    session: AsyncSession, form_id: uuid.UUID, data: dict[str, Any], *, idempotency_key: str | None = None
+    session: AsyncSession,
+    form_id: uuid.UUID,
+    data: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    forms: FormCache | None = None,
 ) -> Received:
     """Save a submission and enqueue its form's `submission.created` integrations.
 
     With an `idempotency_key` already used on this form, nothing is written and the first
     submission comes back; concurrent duplicates are settled by the unique (form_id,
     idempotency_key) constraint, so exactly one of them writes.
+
+    With `forms` on PostgreSQL, a form seen before is not read again: one statement writes the
+    submission and its operations if the form is still active and unchanged (see
+    `_submit_at_once`); anything else takes the long way below, which refreshes `forms`.
     """
+    if forms is not None and (snapshot := forms.get(form_id)) and _dialect(session) == "postgresql":
+        try:
+            cleaned = validate_submission(snapshot.fields, data)
+        except InvalidSubmission:
+            pass  # perhaps the form changed since: the long way reads it afresh and says
+        else:
+            if received := await _submit_at_once(session, snapshot, cleaned, idempotency_key):
+                return received
+            await session.close()  # the long way needs a transaction, on a connection of its own
     form = await get_form(session, form_id)
+    if forms is not None:
+        forms.remember(form)
     if idempotency_key is not None and (earlier := await _by_key(session, form_id, idempotency_key)):
         return Received(earlier, created=False)
     if form.status != "active":
@@ -106,8 +135,138 @@ async def submit(
     submission = await _insert(session, form_id, cleaned, idempotency_key)
     if submission is None:  # a concurrent duplicate committed first
         return Received(await _by_key(session, form_id, idempotency_key), created=False)
-    await queue.enqueue_many(session, operations_for(form, submission.id, SUBMISSION_CREATED))
+    await queue.enqueue_many(session, operations_for(FormSnapshot.of(form), submission.id, SUBMISSION_CREATED))
     return Received(submission, created=True)
+
+
+async def _submit_at_once(
+    session: AsyncSession, form: FormSnapshot, data: dict[str, Any], key: str | None
+) -> Received | None:
+    """Write the submission and its operations in one statement, or nothing.
+
+    Nothing (None) when the form is no longer active at `form.version`, or when `key` was used
+    before on this form: the caller then takes the long way, which tells those cases apart.
+    One statement is atomic on its own, so it runs outside a transaction (no BEGIN and COMMIT
+    round trips), and on the driver's connection: SQLAlchemy's execution layer costs this
+    route about 0.8 ms of CPU per statement (bench/submission_throughput.py), three times what
+    the statement costs asyncpg. SQLAlchemy still writes the SQL, from the tables' metadata.
+    """
+    submission_id = uuid.uuid4()
+    records = [_record(op) for op in operations_for(form, submission_id, SUBMISSION_CREATED)]
+    values = {
+        "form": form.id,
+        "version": form.version,
+        "new_id": submission_id,
+        "new_data": json.dumps(data),
+        "new_key": key,
+        "operations": json.dumps(records),
+    }
+    sql, arguments = _submit_sql()
+    driver = (await (await session.connection()).get_raw_connection()).driver_connection
+    row = await driver.fetchrow(sql, *arguments(values))
+    if row is None:
+        return None
+    submission = Submission(
+        id=submission_id,
+        form_id=form.id,
+        data=data,
+        idempotency_key=key,
+        status="received",
+        enrichment=None,
+        created_at=row["created_at"],
+        updated_at=row["created_at"],
+    )
+    return Received(submission, created=True)
+
+
+@cache
+def _submit_sql() -> tuple[str, Callable[[dict[str, Any]], list[Any]]]:
+    """`_submit_statement` as asyncpg SQL, and what turns named values into its arguments."""
+    compiled = _submit_statement().compile(dialect=postgresql.asyncpg.dialect())
+    constants = compiled.params
+    names = compiled.positiontup
+
+    def arguments(values: dict[str, Any]) -> list[Any]:
+        return [values[name] if name in values else constants[name] for name in names]
+
+    return str(compiled), arguments
+
+
+def _record(operation: NewOperation) -> dict[str, Any]:
+    """An operation as one JSON record of `_submit_statement`'s `:operations`."""
+    values = operation._values()
+    return {name: values[name] for name in _RECORD_COLUMNS} | {"id": str(operation.id)}
+
+
+_RECORD_COLUMNS = ("operation_type", "payload", "max_attempts", "delay_seconds", "dedupe_key", "destination")
+
+
+@cache
+def _submit_statement() -> Select:
+    """The submission and its operations in one PostgreSQL statement, if the form is as seen.
+
+    `form` selects the form only when it is active and at the version the caller validated
+    against; `saved` inserts the submission from it (nothing on an idempotency key already
+    used); `queued` inserts one operation per JSON record of `:operations`, due after its
+    `delay_seconds`, for the submission `saved` wrote. The outer SELECT reads `queued`, because
+    SQLAlchemy renders only the CTEs that the statement refers to (PostgreSQL runs every
+    data-modifying CTE whether read or not).
+    """
+    form = (
+        select(_f.id, _f.workspace_id)
+        .where(_f.id == bindparam("form"), _f.status == "active")
+        .where(_f.updated_at == bindparam("version", type_=UTCDateTime()))
+        .cte("form")
+    )
+    new_row = select(
+        bindparam("new_id", type_=Uuid()), form.c.id, bindparam("new_data", type_=JSONType), bindparam("new_key")
+    )
+    saved = (
+        postgresql.insert(submissions)
+        .from_select(["id", "form_id", "data", "idempotency_key"], new_row, include_defaults=False)
+        .on_conflict_do_nothing(index_elements=["form_id", "idempotency_key"])
+        .returning(_s.id, _s.created_at)
+        .cte("saved")
+    )
+    records = (
+        func.jsonb_to_recordset(bindparam("operations", type_=postgresql.JSONB()))
+        .table_valued(
+            column("id", Uuid()),
+            column("operation_type", Text()),
+            column("payload", postgresql.JSONB()),
+            column("max_attempts", Integer()),
+            column("delay_seconds", Float()),
+            column("dedupe_key", Text()),
+            column("destination", Text()),
+        )
+        .render_derived(name="record", with_types=True)
+    )
+    columns = ["id", "operation_type", "payload", "submission_id", "form_id", "workspace_id"]
+    columns += ["max_attempts", "next_retry_at", "dedupe_key", "destination"]
+    rows = select(
+        records.c.id,
+        records.c.operation_type,
+        records.c.payload,
+        saved.c.id,
+        form.c.id,
+        form.c.workspace_id,
+        records.c.max_attempts,
+        utcnow(records.c.delay_seconds),
+        records.c.dedupe_key,
+        records.c.destination,
+    ).select_from(saved.join(form, true()).join(records, true()))
+    queued = (
+        postgresql.insert(operations)
+        .from_select(columns, rows, include_defaults=False)
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(_t.id)
+        .cte("queued")
+    )
+    return select(saved.c.created_at, select(func.count()).select_from(queued).scalar_subquery().label("queued"))
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
 
 
 async def _by_key(session: AsyncSession, form_id: uuid.UUID, key: str | None) -> Submission | None:
@@ -120,8 +279,7 @@ async def _insert(
     session: AsyncSession, form_id: uuid.UUID, data: dict[str, Any], key: str | None
 ) -> Submission | None:
     """INSERT the row; None if another transaction holds the same idempotency key."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = postgresql.insert if _dialect(session) == "postgresql" else sqlite.insert
     statement = (
         insert(submissions)
         .values(id=uuid.uuid4(), form_id=form_id, data=data, idempotency_key=key)
@@ -132,7 +290,7 @@ async def _insert(
     return None if row is None else Submission(**row._mapping)
 
 
-def operations_for(form: Form, submission_id: uuid.UUID, event: Event, **details) -> list[NewOperation]:
+def operations_for(form: FormSnapshot, submission_id: uuid.UUID, event: Event, **details) -> list[NewOperation]:
     """One operation per enabled integration of `form` that listens to `event`."""
     return [
         NewOperation(
@@ -145,7 +303,7 @@ def operations_for(form: Form, submission_id: uuid.UUID, event: Event, **details
             dedupe_key=_dedupe_key(submission_id, entry, event, details),
             destination=entry.destination(),
         )
-        for entry in stored_integrations(form)
+        for entry in form.integrations
         if entry.enabled and event in entry.on
     ]
 
@@ -192,7 +350,7 @@ async def _move(session: AsyncSession, current: Submission, new_status: str) -> 
     form = await get_form(session, current.form_id)
     # The handlers (email templates, webhook data) read these two names from the payload.
     change = {"old_status": current.status, "new_status": new_status}
-    await queue.enqueue_many(session, operations_for(form, current.id, STATUS_CHANGED, **change))
+    await queue.enqueue_many(session, operations_for(FormSnapshot.of(form), current.id, STATUS_CHANGED, **change))
 
 
 async def _set_status(session: AsyncSession, current: Submission, new_status: str) -> None:
