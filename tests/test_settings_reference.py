@@ -1,5 +1,6 @@
 """The configuration reference: docs/configuration.md is `intake settings`, and every setting is explained."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,25 @@ def test_intake_settings_prints_the_reference():
     done = subprocess.run([sys.executable, "-m", "app.cli", "settings"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == reference()
+
+
+#: Upper-case words the docs put in backticks that are not settings: log levels, a Plaid error
+#: code, an HTTP method, the docs' own shell variable, the test suite's database.
+NOT_SETTINGS = {"DEBUG", "INFO", "WARNING", "ERROR", "PATCH", "PRODUCT_NOT_READY", "INTAKE", "TEST_DATABASE_URL"}
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_every_setting_the_docs_name_exists(page):
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]{3,})`", page.read_text())) - NOT_SETTINGS
+    unknown = sorted(named - {name.upper() for name in Settings.model_fields})
+    assert not unknown, f"{page.name} names settings that app/config.py does not have: {unknown}"
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_every_metric_the_docs_name_exists(page):
+    source = (ROOT / "app" / "observability" / "metrics.py").read_text()
+    named = {n for n in re.findall(r"\bintake_[a-z_]+[a-z]", page.read_text()) if not n.startswith("intake_test")}
+    # The exposition adds these suffixes to a counter's or histogram's name.
+    unknown = sorted(n for n in named if f'"{re.sub(r"_(total|bucket|count|sum|created)$", "", n)}"' not in source)
+    assert not unknown, f"{page.name} names metrics that app/observability/metrics.py does not define: {unknown}"
