@@ -52,8 +52,20 @@ def _is_secret(annotation: Any) -> bool:
     return False
 
 
+def _bounds(info: FieldInfo) -> str:
+    """The field's numeric constraints, as `Allowed: >= 1, <= 65535.`; empty without any."""
+    signs = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    parts = [
+        f"{sign} {getattr(item, name):g}"
+        for item in info.metadata
+        for name, sign in signs.items()
+        if getattr(item, name, None) is not None
+    ]
+    return f" Allowed: {', '.join(parts)}." if parts else ""
+
+
 def _meaning(info: FieldInfo) -> str:
-    meaning = (info.description or "").replace("|", "\\|").replace("\n", " ")
+    meaning = (info.description or "").replace("|", "\\|").replace("\n", " ") + _bounds(info)
     return f"*Secret.* {meaning}" if _is_secret(info.annotation) else meaning
 
 
