@@ -51,8 +51,8 @@ def test_intake_settings_prints_the_reference():
 
 
 #: Upper-case words the docs put in backticks that are not settings: log levels, a Plaid error
-#: code, an HTTP method, the docs' own shell variable, the test suite's database.
-NOT_SETTINGS = {"DEBUG", "INFO", "WARNING", "ERROR", "PATCH", "PRODUCT_NOT_READY", "INTAKE", "TEST_DATABASE_URL"}
+#: code, an HTTP method, the quickstart's shell variables, the test suite's database.
+NOT_SETTINGS = {"DEBUG", "INFO", "WARNING", "ERROR", "PATCH", "PRODUCT_NOT_READY", "INTAKE", "FORM_ID", "SUBMISSION_ID", "TEST_DATABASE_URL"}
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
