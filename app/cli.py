@@ -127,6 +127,12 @@ async def _prune(settings: Settings) -> int:
         return await parts.processor.prune()
 
 
+def _print_settings(args: argparse.Namespace) -> None:
+    from app.settings_reference import reference
+
+    sys.stdout.write(reference())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="intake", description="Form intake with a durable queue.")
     parser.add_argument("--version", action="version", version=f"intake {__version__}")
@@ -151,6 +157,11 @@ def _parser() -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="bring the database schema up to date")
     migrate.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     migrate.set_defaults(run=_migrate)
+
+    settings = commands.add_parser(
+        "settings", help="print the configuration reference (Markdown; docs/configuration.md is its output)"
+    )
+    settings.set_defaults(run=_print_settings)
 
     admin_cli.register(commands, _settings)
     return parser
