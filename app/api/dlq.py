@@ -39,7 +39,7 @@ class DeadOperation(OperationOut):
 class DeadPage(BaseModel):
     """One page of dead operations, most recently dead first."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_DEAD_EXAMPLE], "next_cursor": None}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_DEAD_EXAMPLE], "next_cursor": "WyIyMDI2LTEyLTAxVDEyOjA1OjAwWiIsICI5YTFiIl0"}]})
 
     items: list[DeadOperation]
     next_cursor: str | None

@@ -28,7 +28,7 @@ _FIELDS = [
 ]
 _PUBLIC_EXAMPLE = {"id": FORM_ID, "name": "Application", "status": "active", "fields": _FIELDS}
 _ADMIN_EXAMPLE = _PUBLIC_EXAMPLE | {
-    "workspace_id": None,
+    "workspace_id": "7e0c5a4b-3d2e-4f1a-9b8c-6d5e4f3a2b1c",
     "integrations": [
         {"id": "crm-hook", "type": "webhook", "url": "https://hooks.example.com/intake",
          "on": ["submission.created"], "enabled": True}
@@ -76,7 +76,7 @@ class SavedFormOut(AdminForm):
 class FormList(BaseModel):
     """One page of forms, newest first."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_ADMIN_EXAMPLE], "next_cursor": None}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_ADMIN_EXAMPLE], "next_cursor": "WyIyMDI2LTEyLTAxVDA5OjMwOjAwWiIsICIwYjdmIl0"}]})
 
     items: list[AdminForm]
     next_cursor: str | None

@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.admin import inspect, service
 from app.api.responses import ADMIN, DB, errors
@@ -37,7 +37,6 @@ OPERATION_EXAMPLE = {
     "last_error": "HTTP 500 from hooks.example.com",
     "last_attempt_at": "2026-12-01T12:05:00Z",
     "next_retry_at": "2026-12-01T12:05:00Z",
-    "completed_at": None,
     "created_at": "2026-12-01T09:30:00Z",
     "updated_at": "2026-12-01T12:05:00Z",
 }
@@ -55,7 +54,6 @@ ATTEMPT_EXAMPLE = {
 DETAIL_EXAMPLE = OPERATION_EXAMPLE | {
     "payload": {"event": "submission.created",
                 "integration": {"id": "crm-hook", "type": "webhook", "url": "https://hooks.example.com/intake"}},
-    "result": None,
     "history": [ATTEMPT_EXAMPLE],
 }
 AUDIT_EXAMPLE = {
@@ -65,7 +63,7 @@ AUDIT_EXAMPLE = {
     "action": "retry",
     "operation_id": "9a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d",
     "count": 1,
-    "details": None,
+    "details": {"type": "webhook"},
     "request_id": "6c1f0e2d9b8a4c3e",
 }
 _NOT_FOUND = {404: "No operation has this id."}
@@ -118,7 +116,7 @@ class OperationOut(BaseModel):
     last_error: str | None
     last_attempt_at: datetime | None
     next_retry_at: datetime
-    completed_at: datetime | None
+    completed_at: datetime | None = Field(None, description="When it completed; null until then.")
     created_at: datetime
     updated_at: datetime
 
@@ -129,14 +127,14 @@ class OperationDetail(OperationOut):
     model_config = ConfigDict(json_schema_extra={"examples": [DETAIL_EXAMPLE]})
 
     payload: dict[str, Any]
-    result: dict[str, Any] | None
+    result: dict[str, Any] | None = Field(None, description="What the handler returned; null until it completes.")
     history: list[AttemptOut]
 
 
 class OperationPage(BaseModel):
     """One page of operations, newest first."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [OPERATION_EXAMPLE], "next_cursor": None}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [OPERATION_EXAMPLE], "next_cursor": "WyIyMDI2LTEyLTAxVDEyOjA1OjAwWiIsICI5YTFiIl0"}]})
 
     items: list[OperationOut]
     next_cursor: str | None
@@ -160,7 +158,7 @@ class AuditOut(BaseModel):
 class AuditPage(BaseModel):
     """One page of the audit log, newest first."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [AUDIT_EXAMPLE], "next_cursor": None}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [AUDIT_EXAMPLE], "next_cursor": "WyIyMDI2LTEyLTAxVDEyOjMwOjAwWiIsICIxZjJlIl0"}]})
 
     items: list[AuditOut]
     next_cursor: str | None

@@ -142,8 +142,8 @@ class QueueStatus(BaseModel):
                     "oldest_claimable_age_seconds": 42.5,
                     "finished_within_seconds": 86400.0,
                     "destinations": [
-                        {"destination": "airtable", "resting": False, "consecutive_failures": 0, "trips": 1,
-                         "open_until": None, "last_error": "HTTP 503 from Airtable",
+                        {"destination": "airtable", "resting": True, "consecutive_failures": 5, "trips": 1,
+                         "open_until": "2026-12-01T09:35:00Z", "last_error": "HTTP 503 from Airtable",
                          "last_failure_at": "2026-11-30T18:00:00Z", "last_success_at": "2026-12-01T09:00:00Z"}
                     ],
                     "checked_at": "2026-12-01T09:30:42Z",

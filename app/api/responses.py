@@ -78,16 +78,25 @@ _WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "`Bearer`.", "schema": 
 _HEADERS = {401: _WWW_AUTHENTICATE, 429: _RETRY_AFTER, 503: _RETRY_AFTER}
 
 
-def errors(*codes: int, notes: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
-    """`responses=` entries for these error statuses: the shared model, description and example."""
+def errors(*codes: int, notes: dict[int, str] | None = None, html_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """`responses=` entries for these error statuses: the shared model, description and example.
+
+    On an HTML route (`html_route`), FastAPI would file the model under text/html, so the JSON
+    body is declared by reference instead (the JSON routes put the models in the components).
+    """
     notes = notes or {}
     declared: dict[int | str, dict[str, Any]] = {}
     for code in codes:
+        model = ValidationErrorOut if code == 422 else ErrorOut
+        content: dict[str, Any] = {"example": EXAMPLES[code]}
+        if html_route:
+            content["schema"] = {"$ref": f"#/components/schemas/{model.__name__}"}
         entry: dict[str, Any] = {
-            "model": ValidationErrorOut if code == 422 else ErrorOut,
             "description": notes.get(code, DESCRIPTIONS[code]),
-            "content": {"application/json": {"example": EXAMPLES[code]}},
+            "content": {"application/json": content},
         }
+        if not html_route:
+            entry["model"] = model
         if code in _HEADERS:
             entry["headers"] = _HEADERS[code]
         declared[code] = entry

@@ -61,6 +61,13 @@ router = APIRouter(tags=[APPLICANT])
 
 _HTML = {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}}
 _FORM_NOT_FOUND = {404: "The \"Form not found\" page: no form has this id (or it is not a UUID)."}
+# The path and query are read from the request, not declared as parameters: FastAPI would then
+# document a JSON 422 that these pages never answer (any text is accepted, and an unknown id is a
+# 404 page). They are declared here instead.
+_FORM_ID = {"name": "form_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"},
+            "description": "The form's id."}
+_REF = {"name": "ref", "in": "query", "required": False, "schema": {"type": "string"},
+        "description": "The submission's id, shown to the applicant as their reference."}
 _POST_BODY = {
     "required": True,
     "content": {
@@ -94,11 +101,12 @@ def install(app: FastAPI) -> None:
     description="For applicants, in a browser: the link to send them. An accessible HTML form rendered from "
     "the form's fields, working without JavaScript and checking fields inline with it. Sets the CSRF cookie "
     "the page's POST needs. A closed form shows a message instead of its fields. Changes nothing.",
-    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB),
+    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID]},
 )
-async def form_page(form_id: str, request: Request, session: ReadSessionDep) -> Response:
+async def form_page(request: Request, session: ReadSessionDep) -> Response:
     """The form, empty; a closed form's message; a 404 page for an unknown form."""
-    form = await _find(session, form_id)
+    form = await _find(session, request.path_params["form_id"])
     if form is None:
         return not_found(request)
     if form.status != "active":
@@ -137,11 +145,12 @@ async def form_page(form_id: str, request: Request, session: ReadSessionDep) -> 
             429: "Too many submissions from this client or for this form; wait for `Retry-After` seconds.",
         },
     )
-    | errors(413, DB),
-    openapi_extra={"requestBody": _POST_BODY},
+    | errors(413, DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID], "requestBody": _POST_BODY},
 )
-async def submit_page(form_id: str, request: Request, session: SessionDep) -> Response:
+async def submit_page(request: Request, session: SessionDep) -> Response:
     """The plain (no JavaScript) submission: 303 to the thank-you page, or the form with its errors."""
+    form_id = request.path_params["form_id"]
     form_uuid = _uuid(form_id)
     if form_uuid is None:
         return not_found(request)
@@ -171,11 +180,13 @@ async def submit_page(form_id: str, request: Request, session: SessionDep) -> Re
     summary="The hosted form's thank-you page",
     description="Where the page sends an applicant after a submission: says it was received, with its "
     "reference when `ref` is the submission's id. Changes nothing.",
-    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB),
+    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID, _REF]},
 )
-async def thanks_page(form_id: str, request: Request, session: ReadSessionDep, ref: str | None = None) -> Response:
+async def thanks_page(request: Request, session: ReadSessionDep) -> Response:
     """The thank-you page, with the submission's reference when `ref` is one."""
-    form = await _find(session, form_id)
+    form = await _find(session, request.path_params["form_id"])
+    ref = request.query_params.get("ref")
     if form is None:
         return not_found(request)
     return page(request, "thanks.html", {"form": form, "reference": _uuid(ref or "")})
