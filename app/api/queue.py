@@ -159,9 +159,16 @@ class QueueStatus(BaseModel):
     checked_at: datetime
 
 
+#: The longest window `finished_within` may ask for: ten years (a larger one overflowed into a 500).
+MAX_FINISHED_WITHIN = 10 * 366 * 86_400
+
 FinishedWithin = Annotated[
     int,
-    Query(ge=0, description="Seconds of completed, discarded and cancelled operations to count (0: none)."),
+    Query(
+        ge=0,
+        le=MAX_FINISHED_WITHIN,
+        description="Seconds of completed, discarded and cancelled operations to count (0: none; at most ten years).",
+    ),
 ]
 
 

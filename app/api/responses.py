@@ -48,7 +48,7 @@ class ValidationErrorOut(BaseModel):
 
 #: What each error status means wherever it is declared; a route can say more with `notes`.
 DESCRIPTIONS: dict[int, str] = {
-    400: "The request could not be read.",
+    400: "The body could not be read: not valid JSON, or not UTF-8.",
     401: "Missing or wrong bearer token. The answer is the same whatever was wrong, so it reveals nothing.",
     403: "Refused.",
     404: "No such resource.",
@@ -61,7 +61,7 @@ DESCRIPTIONS: dict[int, str] = {
 }
 
 EXAMPLES: dict[int, Any] = {
-    400: {"detail": "the request could not be read"},
+    400: {"detail": "There was an error parsing the body"},
     401: {"detail": "not authenticated"},
     403: {"detail": "refused"},
     404: {"detail": "form 0b7f2c1e-5d0a-4c33-9a59-1f0f5b8c2d11 not found"},
@@ -120,5 +120,5 @@ def html_errors(*codes: int, notes: dict[int, str] | None = None) -> dict[int | 
 
 #: What every route that reads or writes the database may answer when it cannot reach it.
 DB = 503
-#: What a route with a JSON body answers when the body is too large, not JSON, or invalid.
-JSON_BODY = (413, 415, 422)
+#: What a route with a JSON body answers when the body is unreadable, too large, not JSON, or invalid.
+JSON_BODY = (400, 413, 415, 422)

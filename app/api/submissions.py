@@ -222,7 +222,7 @@ async def get_submission(submission_id: uuid.UUID, session: ReadSessionDep) -> S
     description="For admins: move the submission to `in_review`, `approved` or `rejected`. In the same "
     "transaction, the form's integrations that listen to `submission.status_changed` (e.g. a `status_change` "
     "email) are queued. 409 if the move is not allowed from the current status (the detail says which are).",
-    responses=errors(404, 409, 413, 415, notes={404: "No submission has this id.", 409: "The submission cannot move to this status from its current one."}),
+    responses=errors(404, 409, *JSON_BODY, notes={404: "No submission has this id.", 409: "The submission cannot move to this status from its current one."}),
 )
 async def change_status(submission_id: uuid.UUID, change: StatusChange, session: SessionDep) -> SubmissionOut:
     """Move the submission to `status`; its form's status-change integrations are enqueued with it."""
