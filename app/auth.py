@@ -14,8 +14,8 @@ from pydantic import SecretStr
 
 logger = logging.getLogger(__name__)
 
-_admin_bearer = HTTPBearer(scheme_name="AdminToken", auto_error=False, description="ADMIN_TOKEN")
-_cron_bearer = HTTPBearer(scheme_name="CronSecret", auto_error=False, description="CRON_SECRET")
+_admin_bearer = HTTPBearer(scheme_name="AdminToken", auto_error=False, description="The ADMIN_TOKEN setting: admin routes and /api/queue/status.")
+_cron_bearer = HTTPBearer(scheme_name="CronSecret", auto_error=False, description="The CRON_SECRET setting: /api/queue/process and /api/queue/cleanup.")
 
 Credentials = HTTPAuthorizationCredentials | None
 

@@ -11,11 +11,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
+from app.api.responses import OPERATOR
 from app.dashboard import STATIC, TEMPLATES
 from app.queue.operation import OperationType
 from app.queue.repository import FINISHED
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(tags=[OPERATOR])
 templates = Jinja2Templates(directory=TEMPLATES)
 
 #: The columns of the queue table: what needs attention first, then the finished ones of the window.
@@ -39,7 +40,15 @@ class _Column:
         self.finished = value in FINISHED
 
 
-@router.get("/admin", response_class=HTMLResponse)
+@router.get(
+    "/admin",
+    response_class=HTMLResponse,
+    summary="The admin dashboard",
+    description="For operators and admins, in a browser: queue counts per type and status, destination "
+    "health, dead letters with retry and discard. The page itself holds no data and needs no token: its "
+    "script asks for the ADMIN_TOKEN, keeps it for the browser tab and calls the admin API with it.",
+    responses={200: {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}}},
+)
 async def dashboard(request: Request) -> HTMLResponse:
     """The dashboard: queue counts per type and status, dead letters with retry and discard."""
     context = {

@@ -9,15 +9,36 @@ import logging
 from fastapi import APIRouter, Request, Response
 
 from app.api.errors import is_database_unavailable
+from app.api.responses import OPERATOR
 from app.db import READ_ONLY
 from app.observability.metrics import CONTENT_TYPE, render
 from app.queue import repository as queue
 
-router = APIRouter(tags=["operator"])
+router = APIRouter(tags=[OPERATOR])
 log = logging.getLogger("intake.metrics")
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+_EXAMPLE = """# HELP intake_operations Operations in the queue now, by type and status.
+# TYPE intake_operations gauge
+intake_operations{operation_type="webhook",status="pending"} 3.0
+# HELP intake_database_up 1 if the database answered this scrape.
+# TYPE intake_database_up gauge
+intake_database_up 1.0
+"""
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    description="For a Prometheus scraper. Counters and histograms of this process (submissions, operations "
+    "processed by type and outcome, durations, claim batch sizes) and the queue's depth by type and status, "
+    "read from the database at scrape time. No token: it holds counts, never an id, payload or error text; "
+    "expose it on the internal network only. While the database is unreachable it still answers, with "
+    "`intake_database_up 0`. Changes nothing.",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text exposition format.",
+                     "content": {"text/plain": {"schema": {"type": "string"}, "example": _EXAMPLE}}}},
+)
 async def metrics(request: Request) -> Response:
     """Counters and histograms of this process, and the queue's depth read from the database now."""
     return Response(render(request.app.state.metrics, await _overview(request)), media_type=CONTENT_TYPE)

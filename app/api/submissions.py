@@ -9,14 +9,34 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.admin.inspect import rollup
 from app.api.deps import require_json
+from app.api.responses import ADMIN, APPLICANT, DB, JSON_BODY, errors
 from app.auth import require_admin
 from app.db import ReadSessionDep, SessionDep
 from app.queue.operation import Operation
 from app.submissions import service
 from app.submissions.service import SubmissionView
 
-public_router = APIRouter(tags=["applicant"])
-admin_router = APIRouter(prefix="/api/submissions", tags=["admin"], dependencies=[Depends(require_admin)])
+public_router = APIRouter(tags=[APPLICANT])
+admin_router = APIRouter(
+    prefix="/api/submissions", tags=[ADMIN], dependencies=[Depends(require_admin)], responses=errors(401, 404, 422, DB)
+)
+
+_IDS = {"id": "5d2c8a4e-9b1f-4e0c-8f3a-7c6d5e4b3a21", "form_id": "0b7f2c1e-5d0a-4c33-9a59-1f0f5b8c2d11"}
+_OPERATION_EXAMPLE = {
+    "id": "9a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d",
+    "operation_type": "webhook",
+    "integration_id": "crm-hook",
+    "event": "submission.created",
+    "status": "completed",
+    "attempts": 2,
+    "max_attempts": 5,
+    "destination": "webhook:hooks.example.com",
+    "next_retry_at": "2026-12-01T09:35:00Z",
+    "last_error": "HTTP 503 from hooks.example.com",
+    "completed_at": "2026-12-01T09:30:02Z",
+    "created_at": "2026-12-01T09:30:00Z",
+    "updated_at": "2026-12-01T09:30:02Z",
+}
 
 SubmissionStatus = Literal["received", "in_review", "approved", "rejected"]
 
@@ -24,13 +44,17 @@ SubmissionStatus = Literal["received", "in_review", "approved", "rejected"]
 class SubmissionIn(BaseModel):
     """An applicant's answers, keyed by field name."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"data": {"name": "Ada Lovelace", "email": "ada@example.com", "plan": "pro"}}]}
+    )
 
     data: dict[str, Any]
 
 
 class SubmissionReceipt(BaseModel):
     """What an applicant gets back."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_IDS | {"created_at": "2026-12-01T09:30:00Z"}]})
 
     id: uuid.UUID
     form_id: uuid.UUID
@@ -40,13 +64,15 @@ class SubmissionReceipt(BaseModel):
 class StatusChange(BaseModel):
     """The status an admin moves a submission to."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "approved"}]})
 
     status: SubmissionStatus
 
 
 class OperationSummary(BaseModel):
     """One operation a submission enqueued, without its payload."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_OPERATION_EXAMPLE]})
 
     id: uuid.UUID
     operation_type: str
@@ -65,6 +91,23 @@ class OperationSummary(BaseModel):
 
 class SubmissionOut(BaseModel):
     """A submission with its operations, for admins."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                _IDS
+                | {
+                    "status": "received",
+                    "data": {"name": "Ada Lovelace", "email": "ada@example.com", "plan": "pro"},
+                    "enrichment": {"accounts": 1, "institution": "First Platypus Bank"},
+                    "created_at": "2026-12-01T09:30:00Z",
+                    "updated_at": "2026-12-01T09:30:00Z",
+                    "summary": "webhook delivered",
+                    "operations": [_OPERATION_EXAMPLE],
+                }
+            ]
+        }
+    )
 
     id: uuid.UUID
     form_id: uuid.UUID
@@ -118,7 +161,28 @@ def submission_out(view: SubmissionView) -> SubmissionOut:
     status_code=status.HTTP_201_CREATED,
     dependencies=[Depends(require_json)],
     summary="Submit a form",
-    responses={200: {"description": "A replay: the submission first made with this Idempotency-Key"}},
+    description="For applicants (or your front end on their behalf): the answers as `{\"data\": {field: value}}`. "
+    "They are checked against the form's fields (the same rules as the hosted page; 422 with one entry per bad "
+    "field), then the submission and one queued operation per integration are saved in one transaction: "
+    "either both are saved or neither. Integrations run afterwards, so a provider being down never fails a "
+    "submission. Send an `Idempotency-Key` header to make retries safe: the same key again answers the first "
+    "submission with 200 and queues nothing new.",
+    responses={
+        200: {"model": SubmissionReceipt, "description": "A replay: the submission first made with this Idempotency-Key."}
+    }
+    | errors(
+        404,
+        409,
+        *JSON_BODY,
+        429,
+        DB,
+        notes={
+            404: "No form has this id.",
+            409: "The form is closed and takes no new submissions.",
+            422: "Invalid data (one entry per bad field), an unknown key, or a bad `form_id` or `Idempotency-Key`.",
+            503: "The database is unreachable; nothing was saved (no submission, no operation). Retry after `Retry-After`.",
+        },
+    ),
 )
 async def submit(
     form_id: uuid.UUID,
@@ -141,13 +205,27 @@ async def submit(
     return SubmissionReceipt(id=s.id, form_id=s.form_id, created_at=s.created_at)
 
 
-@admin_router.get("/{submission_id}", summary="A submission with its operations")
+@admin_router.get(
+    "/{submission_id}",
+    summary="A submission with its operations",
+    description="For admins: the submission's data, status and enrichment, a one-line summary of its "
+    "operations, and each operation with its status, attempts and last error. Read-only.",
+    responses=errors(404, notes={404: "No submission has this id."}),
+)
 async def get_submission(submission_id: uuid.UUID, session: ReadSessionDep) -> SubmissionOut:
     """The submission, its data, and each operation with its status."""
     return submission_out(await service.view_submission(session, submission_id))
 
 
-@admin_router.patch("/{submission_id}", dependencies=[Depends(require_json)], summary="Review a submission")
+@admin_router.patch(
+    "/{submission_id}",
+    dependencies=[Depends(require_json)],
+    summary="Review a submission",
+    description="For admins: move the submission to `in_review`, `approved` or `rejected`. In the same "
+    "transaction, the form's integrations that listen to `submission.status_changed` (e.g. a `status_change` "
+    "email) are queued. 409 if the move is not allowed from the current status (the detail says which are).",
+    responses=errors(404, 409, *JSON_BODY, notes={404: "No submission has this id.", 409: "The submission cannot move to this status from its current one."}),
+)
 async def change_status(submission_id: uuid.UUID, change: StatusChange, session: SessionDep) -> SubmissionOut:
     """Move the submission to `status`; its form's status-change integrations are enqueued with it."""
     view = await service.change_status(session, submission_id, change.status)

@@ -48,7 +48,25 @@ class FormInvalid(ValueError):
 class NewForm(BaseModel):
     """What an admin sends to create a form."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        str_strip_whitespace=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "Application",
+                    "fields": [
+                        {"name": "name", "type": "text", "label": "Your name", "required": True, "max_length": 100},
+                        {"name": "email", "type": "email", "label": "Email", "required": True},
+                    ],
+                    "integrations": [
+                        {"id": "crm-hook", "type": "webhook", "url": "https://hooks.example.com/intake"},
+                        {"id": "receipt", "type": "email", "to_field": "email", "template": "submission_receipt"},
+                    ],
+                }
+            ]
+        },
+    )
 
     name: str = Field(min_length=1, max_length=200)
     workspace_id: uuid.UUID | None = None
@@ -64,7 +82,11 @@ class FormChanges(BaseModel):
     are new.
     """
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        str_strip_whitespace=True,
+        json_schema_extra={"examples": [{"name": "Application 2027"}, {"status": "active"}]},
+    )
 
     name: str | None = Field(None, min_length=1, max_length=200)
     fields: list[FormField] | None = Field(None, min_length=1, max_length=500)

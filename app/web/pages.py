@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from app import __version__
+from app.api.responses import APPLICANT, DB, errors, html_errors
 from app.db import ReadSessionDep, SessionDep
 from app.forms.service import FormNotFound, get_form, stored_fields
 from app.models import Form
@@ -54,7 +55,33 @@ PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-router = APIRouter(include_in_schema=False)
+# In the schema, so that /docs shows the link to send applicants; every page is HTML, except the
+# 413 (the body-limit middleware) and 503 (the database error handler), which are JSON as elsewhere.
+router = APIRouter(tags=[APPLICANT])
+
+_HTML = {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}}
+_FORM_NOT_FOUND = {404: "The \"Form not found\" page: no form has this id (or it is not a UUID)."}
+# The path and query are read from the request, not declared as parameters: FastAPI would then
+# document a JSON 422 that these pages never answer (any text is accepted, and an unknown id is a
+# 404 page). They are declared here instead.
+_FORM_ID = {"name": "form_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"},
+            "description": "The form's id."}
+_REF = {"name": "ref", "in": "query", "required": False, "schema": {"type": "string"},
+        "description": "The submission's id, shown to the applicant as their reference."}
+_POST_BODY = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "properties": {FIELD: {"type": "string", "description": "The token the page put in its hidden field."}},
+                "required": [FIELD],
+                "additionalProperties": {"type": "string"},
+            },
+            "example": {FIELD: "1764581400.Zm9vYmFy", "name": "Ada Lovelace", "email": "ada@example.com"},
+        }
+    },
+}
 
 
 def install(app: FastAPI) -> None:
@@ -67,10 +94,19 @@ def install(app: FastAPI) -> None:
 # --- routes --------------------------------------------------------------------------------------
 
 
-@router.get("/f/{form_id}", response_class=HTMLResponse)
-async def form_page(form_id: str, request: Request, session: ReadSessionDep) -> Response:
+@router.get(
+    "/f/{form_id}",
+    response_class=HTMLResponse,
+    summary="The hosted form page",
+    description="For applicants, in a browser: the link to send them. An accessible HTML form rendered from "
+    "the form's fields, working without JavaScript and checking fields inline with it. Sets the CSRF cookie "
+    "the page's POST needs. A closed form shows a message instead of its fields. Changes nothing.",
+    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID]},
+)
+async def form_page(request: Request, session: ReadSessionDep) -> Response:
     """The form, empty; a closed form's message; a 404 page for an unknown form."""
-    form = await _find(session, form_id)
+    form = await _find(session, request.path_params["form_id"])
     if form is None:
         return not_found(request)
     if form.status != "active":
@@ -78,9 +114,43 @@ async def form_page(form_id: str, request: Request, session: ReadSessionDep) -> 
     return render_form(request, form, {}, [])
 
 
-@router.post("/f/{form_id}", response_class=HTMLResponse)
-async def submit_page(form_id: str, request: Request, session: SessionDep) -> Response:
+@router.post(
+    "/f/{form_id}",
+    response_class=HTMLResponse,
+    summary="Send the hosted form (no JavaScript)",
+    description="What the page's form POSTs when JavaScript is off (with it, the page uses the JSON route "
+    "`POST /api/forms/{form_id}/submissions`). Form-encoded fields plus the page's `csrf-token`, with the "
+    "page's cookie. Checked by the same rules as the JSON route; a valid one is saved with its operations, "
+    "like a JSON submission, and answered with a 303 to the thank-you page. Sending the same page twice "
+    "saves it once.",
+    status_code=status.HTTP_303_SEE_OTHER,
+    responses={
+        303: {"description": "Saved: see the thank-you page (`Location`)."},
+    }
+    | html_errors(
+        400,
+        403,
+        404,
+        409,
+        415,
+        422,
+        429,
+        notes=_FORM_NOT_FOUND
+        | {
+            400: "The POST has more fields than any form can have.",
+            403: "The page expired, or the CSRF cookie or token is missing or wrong: open the form again.",
+            409: "The form is closed: its closed message.",
+            415: "The body is not `application/x-www-form-urlencoded`.",
+            422: "The form again, with the values typed and an error message tied to each bad field.",
+            429: "Too many submissions from this client or for this form; wait for `Retry-After` seconds.",
+        },
+    )
+    | errors(413, DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID], "requestBody": _POST_BODY},
+)
+async def submit_page(request: Request, session: SessionDep) -> Response:
     """The plain (no JavaScript) submission: 303 to the thank-you page, or the form with its errors."""
+    form_id = request.path_params["form_id"]
     form_uuid = _uuid(form_id)
     if form_uuid is None:
         return not_found(request)
@@ -104,10 +174,19 @@ async def submit_page(form_id: str, request: Request, session: SessionDep) -> Re
     return RedirectResponse(thanks, status.HTTP_303_SEE_OTHER, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/f/{form_id}/thanks", response_class=HTMLResponse)
-async def thanks_page(form_id: str, request: Request, session: ReadSessionDep, ref: str | None = None) -> Response:
+@router.get(
+    "/f/{form_id}/thanks",
+    response_class=HTMLResponse,
+    summary="The hosted form's thank-you page",
+    description="Where the page sends an applicant after a submission: says it was received, with its "
+    "reference when `ref` is the submission's id. Changes nothing.",
+    responses={200: _HTML} | html_errors(404, notes=_FORM_NOT_FOUND) | errors(DB, html_route=True),
+    openapi_extra={"parameters": [_FORM_ID, _REF]},
+)
+async def thanks_page(request: Request, session: ReadSessionDep) -> Response:
     """The thank-you page, with the submission's reference when `ref` is one."""
-    form = await _find(session, form_id)
+    form = await _find(session, request.path_params["form_id"])
+    ref = request.query_params.get("ref")
     if form is None:
         return not_found(request)
     return page(request, "thanks.html", {"form": form, "reference": _uuid(ref or "")})

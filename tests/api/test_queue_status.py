@@ -69,3 +69,11 @@ async def test_the_groups_are_one_query_whatever_the_number_of_types(engine):
     assert len(overview.rows) == 10
     grouped = [s for s in statements if "GROUP BY" in s]
     assert len(grouped) == 1 and len(statements) <= 3  # the groups, the clock (and SQLite's BEGIN)
+
+
+async def test_a_finished_window_too_large_is_a_422_not_a_500(client):
+    # Found by schemathesis: a window of 10^26 seconds overflowed into a 500.
+    response = await client.get("/api/queue/status?finished_within=65617969441333281340522496", headers=ADMIN)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["query", "finished_within"]
+    assert (await client.get(f"/api/queue/status?finished_within={10 * 366 * 86_400}", headers=ADMIN)).status_code == 200
