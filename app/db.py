@@ -16,8 +16,11 @@ _ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+as
 READ_ONLY_OPTION = "intake_read_only"
 READ_ONLY = {READ_ONLY_OPTION: True}
 
-#: Seconds to wait for a PostgreSQL connection before calling the database unreachable.
+#: Seconds to wait for a PostgreSQL connection before calling the database unreachable (DATABASE_TIMEOUT).
 CONNECT_TIMEOUT = 5.0
+
+#: Seconds one PostgreSQL statement may wait for its answer (DATABASE_STATEMENT_TIMEOUT).
+STATEMENT_TIMEOUT = 30.0
 
 #: Seconds a pooled PostgreSQL connection may sit idle before it is pinged on its next use.
 PING_AFTER_IDLE = 2.0
@@ -34,9 +37,20 @@ def database_url(url: str) -> URL:
 
 
 def create_engine(
-    url: str, *, pool_size: int = 10, application_name: str = "intake", ping_after_idle: float = PING_AFTER_IDLE
+    url: str,
+    *,
+    pool_size: int = 10,
+    application_name: str = "intake",
+    ping_after_idle: float = PING_AFTER_IDLE,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    statement_timeout: float = STATEMENT_TIMEOUT,
 ) -> AsyncEngine:
-    """An async engine for `url`, configured for the queue's needs on either database."""
+    """An async engine for `url`, configured for the queue's needs on either database.
+
+    On PostgreSQL, connecting and every statement are bounded (`connect_timeout`,
+    `statement_timeout`): a server that stops answering without closing the connection raises
+    TimeoutError instead of hanging its caller forever.
+    """
     parsed = database_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
@@ -48,7 +62,8 @@ def create_engine(
         # connections idle for PING_AFTER_IDLE. Connections are replaced after 30 minutes.
         pool_recycle=1800,
         connect_args={
-            "timeout": CONNECT_TIMEOUT,
+            "timeout": connect_timeout,
+            "command_timeout": statement_timeout,
             "server_settings": {"timezone": "UTC", "application_name": application_name},
         },
     )

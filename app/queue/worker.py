@@ -75,6 +75,7 @@ class Worker:
                 if self.listen and self._listener is None:
                     await self._connect_listener()
                 if time.monotonic() - last_stale >= self._stale_interval:
+                    await self._check_listener()
                     if await self._guard(self.processor.reset_stale()) is not None:
                         last_stale = time.monotonic()
                 # Outcomes first, so that a finished operation does not look in flight any longer
@@ -161,12 +162,28 @@ class Worker:
             return
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         try:
-            connection = await asyncpg.connect(dsn, timeout=5, server_settings={"application_name": "intake-worker-listen"})
+            connection = await asyncpg.connect(
+                dsn, timeout=self.processor.settings.database_timeout, server_settings={"application_name": "intake-worker-listen"})
             await connection.add_listener(NOTIFY_CHANNEL, self._notified)
         except DATABASE_ERRORS:
             return  # polling covers it; the next loop tries again
         connection.add_termination_listener(self._listener_lost)
         self._listener = connection
+
+    async def _check_listener(self) -> None:
+        """Drop a LISTEN connection that stopped answering; the next loop connects a new one.
+
+        A connection the server forgot without closing it (a partition, a failover) is never
+        reported lost: it just stops delivering notifications. A ping with a timeout finds it.
+        """
+        if self._listener is None:
+            return
+        try:
+            await self._listener.execute("SELECT 1", timeout=self.processor.settings.database_timeout)
+        except DATABASE_ERRORS as error:  # TimeoutError is an OSError
+            log.warning("LISTEN connection lost, reconnecting", extra={"error": type(error).__name__})
+            self._listener.terminate()
+            self._listener = None
 
     def _notified(self, *_args) -> None:
         self._wake.set()
@@ -189,7 +206,10 @@ class Worker:
             await asyncio.sleep(0.5)
         await self._release([held for task, held in leftovers.items() if task.cancelled()])
         if self._listener is not None:
-            await self._listener.close()
+            try:  # a graceful close waits for the server: bounded, in case it went silent
+                await self._listener.close(timeout=self.processor.settings.database_timeout)
+            except DATABASE_ERRORS:
+                self._listener.terminate()
             self._listener = None
 
     async def _release(self, held: list[tuple[Operation, str]]) -> None:

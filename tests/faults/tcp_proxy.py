@@ -5,6 +5,7 @@
         await proxy.cut()                    # drop every connection, refuse new ones
         await proxy.restore()                # accept again
         proxy.cut_after(b"COMMIT")           # drop a connection once it sends this (after forwarding it)
+        proxy.freeze(); proxy.thaw()         # a server that accepts and then never answers, and back
 
 `cut()` resets the client side of every open connection and closes the listening socket, so a
 new connect is refused at once (ECONNREFUSED), as when the server is down; `restore()` listens
@@ -29,6 +30,9 @@ class TcpProxy:
         self._pipes: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._trigger: tuple[bytes, bool] | None = None
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._stranded: set[asyncio.Task] = set()
         self.triggered = asyncio.Event()
 
     async def __aenter__(self) -> "TcpProxy":
@@ -64,6 +68,22 @@ class TcpProxy:
         await asyncio.gather(*self._pipes, return_exceptions=True)
         self._writers.clear()
 
+    def freeze(self) -> None:
+        """Keep every connection open and accept new ones, but forward nothing: a hung server."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Forward again after `freeze`."""
+        self._flowing.set()
+
+    def strand(self) -> None:
+        """Leave every open connection hanging forever (open, forwarding nothing); new ones work.
+
+        A network partition that healed: the server has long forgotten those connections, and
+        the client only finds out if it stops waiting on them.
+        """
+        self._stranded.update(self._pipes)
+
     def cut_after(self, marker: bytes, *, forward: bool = True) -> None:
         """Reset the next connection whose client sends `marker`: after forwarding that chunk or instead of it."""
         self._trigger = (marker, forward)
@@ -71,6 +91,7 @@ class TcpProxy:
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        await self._flowing.wait()
         try:
             server_reader, server_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -87,6 +108,9 @@ class TcpProxy:
     async def _pipe(self, reader, writer, pair, *, watch: bool) -> None:
         try:
             while data := await reader.read(65536):
+                await self._flowing.wait()
+                if asyncio.current_task() in self._stranded:
+                    await asyncio.Event().wait()  # until cut() cancels it
                 if watch and self._trigger and self._trigger[0] in data:
                     if self._trigger[1]:
                         writer.write(data)

@@ -13,17 +13,20 @@ from sqlalchemy.engine import make_url
 
 from app.queue.operation import Status
 from tests.api.conftest import make_settings, serve
-from tests.api.factories import create_form, submit
+from tests.api.factories import ADMIN, create_form, submit
 from tests.faults.conftest import WorkerProcess, counts, wait_for, worker_env
 from tests.faults.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
 
 BACKLOG = 300
+#: The worker polls rarely: once the backlog is drained, only NOTIFY (its LISTEN connection) wakes it.
+POLL_INTERVAL = 30
 STALE_AFTER = 3
+#: Statements time out fast here, so that a connection that never answers is dropped within the test.
 #: Short knobs: a lost claim comes back within seconds, not minutes.
 KNOBS = {"concurrency": 10, "operation_timeout": 2, "stale_after": STALE_AFTER, "time_budget": 5,
-         "worker_poll_interval": 0.2, "log_format": "json"}
+         "worker_poll_interval": POLL_INTERVAL, "log_format": "json", "database_timeout": 2, "database_statement_timeout": 3}
 
 
 async def queue_webhooks(database_url: str, fake_providers, n: int) -> None:
@@ -36,6 +39,16 @@ async def queue_webhooks(database_url: str, fake_providers, n: int) -> None:
 
 def asyncpg_dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def assert_woken_by_notify(database_url: str, fake_providers, receiver) -> None:
+    """A new submission is delivered at once: the worker's LISTEN connection is back (it polls every 30 s)."""
+    before = len(receiver.deliveries("/hook"))
+    async with serve(make_settings(database_url, **fake_providers.settings)) as client:
+        forms = (await client.get("/api/forms", headers=ADMIN)).json()
+        form_id = (forms["items"] if isinstance(forms, dict) else forms)[0]["id"]
+        assert (await submit(client, form_id)).status_code == 201
+    await receiver.wait_for(before + 1, timeout=POLL_INTERVAL / 3)
 
 
 async def assert_drained(observer, receiver, worker: WorkerProcess, n: int) -> None:
@@ -71,6 +84,7 @@ async def test_the_worker_survives_its_backends_being_terminated_again_and_again
             )
             await asyncio.sleep(0.4)
         await assert_drained(observer, receiver, worker, BACKLOG)
+        await assert_woken_by_notify(pg_url, fake_providers, receiver)
         assert worker.process.returncode is None  # reconnected by itself, never restarted
     finally:
         await killer.close()
@@ -99,8 +113,52 @@ async def test_the_worker_rides_out_a_database_outage_and_resumes_without_a_rest
             await proxy.restore()
             await assert_drained(observer, receiver, worker, BACKLOG)
             assert len(receiver.deliveries("/hook")) > during  # the same process went on after the outage
+            await assert_woken_by_notify(pg_url, fake_providers, receiver)
         finally:
             code = await worker.stop()
     assert code == 0
     log = worker.log_text()
     assert "database unavailable" in log and "database reachable again" in log
+
+
+async def test_the_worker_rides_out_a_hung_database(pg_url, observer, fake_providers, tmp_path):
+    # The server accepts connections and then answers nothing: connects and statements must time out.
+    receiver = fake_providers.webhook
+    receiver.delay(0.02)
+    await queue_webhooks(pg_url, fake_providers, BACKLOG)
+    url = make_url(pg_url)
+    async with TcpProxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        env = worker_env(proxy.rewrite(pg_url), fake_providers.settings, **KNOBS)
+        worker = await WorkerProcess(env, tmp_path / "worker.log").start()
+        try:
+            await receiver.wait_for(30, timeout=30)
+            proxy.freeze()
+            await asyncio.sleep(8)
+            await proxy.cut()  # what a hung server's connections come to in the end
+            proxy.thaw()
+            await proxy.restore()
+            await assert_drained(observer, receiver, worker, BACKLOG)
+            await assert_woken_by_notify(pg_url, fake_providers, receiver)
+        finally:
+            code = await worker.stop()
+    assert code == 0
+
+
+async def test_the_worker_gives_up_on_connections_that_never_answer(pg_url, observer, fake_providers, tmp_path):
+    # A partition that healed: the old connections hang forever, new ones work. Waiting on an old
+    # one for ever would stop the worker for good; it must time out, drop it and reconnect.
+    receiver = fake_providers.webhook
+    receiver.delay(0.02)
+    await queue_webhooks(pg_url, fake_providers, BACKLOG)
+    url = make_url(pg_url)
+    async with TcpProxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        env = worker_env(proxy.rewrite(pg_url), fake_providers.settings, **KNOBS)
+        worker = await WorkerProcess(env, tmp_path / "worker.log").start()
+        try:
+            await receiver.wait_for(30, timeout=30)
+            proxy.strand()
+            await assert_drained(observer, receiver, worker, BACKLOG)
+            await assert_woken_by_notify(pg_url, fake_providers, receiver)
+        finally:
+            code = await worker.stop()
+    assert code == 0
