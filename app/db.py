@@ -4,9 +4,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import asyncpg
 from fastapi import Depends, Request
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
@@ -123,9 +125,38 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
     return engine
 
 
+#: What a lost or unreachable database raises: the drivers' connection errors (TimeoutError is an
+#: OSError), SQLAlchemy's wrappers of them, and the pool giving up waiting for a connection.
+CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, sa_exc.TimeoutError, sa_exc.DBAPIError)
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
+    if isinstance(error, sa_exc.DBAPIError):
+        return error.connection_invalidated or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
+    return isinstance(error, CONNECTION_ERRORS)
+
+
+class CommitOutcomeUnknown(Exception):
+    """The connection to the database was lost while COMMIT was in flight: the transaction may or may not have been saved."""
+
+
+class Session(AsyncSession):
+    """An AsyncSession whose commit tells "not saved" apart from "perhaps saved"."""
+
+    async def commit(self) -> None:
+        """Commit; a connection lost during it raises CommitOutcomeUnknown (from the driver's error)."""
+        try:
+            await super().commit()
+        except CONNECTION_ERRORS as error:
+            if is_connection_error(error):
+                raise CommitOutcomeUnknown(CommitOutcomeUnknown.__doc__) from error
+            raise
+
+
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     """Sessions that keep their objects readable after commit."""
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return async_sessionmaker(engine, class_=Session, expire_on_commit=False)
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

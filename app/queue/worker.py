@@ -17,6 +17,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.db import CommitOutcomeUnknown
 from app.queue.processor import Outcome, Processor
 from app.queue.repository import NOTIFY_CHANNEL
 from app.queue.operation import Operation
@@ -24,7 +25,7 @@ from app.queue.operation import Operation
 log = logging.getLogger("intake.worker")
 
 #: Errors that mean "the database is away for now": the worker waits and tries again.
-DATABASE_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DATABASE_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CommitOutcomeUnknown)
 
 #: Longest pause between attempts to reach a database that is away.
 MAX_OUTAGE_PAUSE = 5.0

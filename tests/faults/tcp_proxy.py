@@ -112,12 +112,13 @@ class TcpProxy:
                 if asyncio.current_task() in self._stranded:
                     await asyncio.Event().wait()  # until cut() cancels it
                 if watch and self._trigger and self._trigger[0] in data:
-                    if self._trigger[1]:
+                    forward, self._trigger = self._trigger[1], None
+                    _reset(pair[0])  # the client hears nothing more, whatever the server answers
+                    self.triggered.set()
+                    if forward:
                         writer.write(data)
                         await writer.drain()
-                        await asyncio.sleep(0.2)  # let the server act on it before the client loses it
-                    self._trigger = None
-                    self.triggered.set()
+                        await asyncio.sleep(0.2)  # let the server read and act on it before its end closes
                     break
                 writer.write(data)
                 await writer.drain()
