@@ -33,6 +33,18 @@ class Settings(BaseSettings):
         "closed after. Raise it for an API process serving many concurrent submissions; the total over all "
         "processes must stay under the server's max_connections.",
     )
+    database_timeout: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds to wait for PostgreSQL to accept a connection before calling it unreachable "
+        "(a request answers 503, the worker backs off and tries again).",
+    )
+    database_statement_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds any one PostgreSQL statement may wait for its answer; past it the connection is "
+        "dropped as lost, so that a server gone silent (a network partition) cannot hang a request or the worker.",
+    )
     environment: Literal["development", "production"] = Field(
         "development",
         description=(

@@ -4,9 +4,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import asyncpg
 from fastapi import Depends, Request
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
@@ -16,8 +18,11 @@ _ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+as
 READ_ONLY_OPTION = "intake_read_only"
 READ_ONLY = {READ_ONLY_OPTION: True}
 
-#: Seconds to wait for a PostgreSQL connection before calling the database unreachable.
+#: Seconds to wait for a PostgreSQL connection before calling the database unreachable (DATABASE_TIMEOUT).
 CONNECT_TIMEOUT = 5.0
+
+#: Seconds one PostgreSQL statement may wait for its answer (DATABASE_STATEMENT_TIMEOUT).
+STATEMENT_TIMEOUT = 30.0
 
 #: Seconds a pooled PostgreSQL connection may sit idle before it is pinged on its next use.
 PING_AFTER_IDLE = 2.0
@@ -34,9 +39,20 @@ def database_url(url: str) -> URL:
 
 
 def create_engine(
-    url: str, *, pool_size: int = 20, application_name: str = "intake", ping_after_idle: float = PING_AFTER_IDLE
+    url: str,
+    *,
+    pool_size: int = 20,
+    application_name: str = "intake",
+    ping_after_idle: float = PING_AFTER_IDLE,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    statement_timeout: float = STATEMENT_TIMEOUT,
 ) -> AsyncEngine:
-    """An async engine for `url`, configured for the queue's needs on either database."""
+    """An async engine for `url`, configured for the queue's needs on either database.
+
+    On PostgreSQL, connecting and every statement are bounded (`connect_timeout`,
+    `statement_timeout`): a server that stops answering without closing the connection raises
+    TimeoutError instead of hanging its caller forever.
+    """
     parsed = database_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
@@ -48,7 +64,8 @@ def create_engine(
         # connections idle for PING_AFTER_IDLE. Connections are replaced after 30 minutes.
         pool_recycle=1800,
         connect_args={
-            "timeout": CONNECT_TIMEOUT,
+            "timeout": connect_timeout,
+            "command_timeout": statement_timeout,
             "server_settings": {"timezone": "UTC", "application_name": application_name},
         },
     )
@@ -108,9 +125,38 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
     return engine
 
 
+#: What a lost or unreachable database raises: the drivers' connection errors (TimeoutError is an
+#: OSError), SQLAlchemy's wrappers of them, and the pool giving up waiting for a connection.
+CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, sa_exc.TimeoutError, sa_exc.DBAPIError)
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
+    if isinstance(error, sa_exc.DBAPIError):
+        return error.connection_invalidated or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
+    return isinstance(error, CONNECTION_ERRORS)
+
+
+class CommitOutcomeUnknown(Exception):
+    """The connection to the database was lost while COMMIT was in flight: the transaction may or may not have been saved."""
+
+
+class Session(AsyncSession):
+    """An AsyncSession whose commit tells "not saved" apart from "perhaps saved"."""
+
+    async def commit(self) -> None:
+        """Commit; a connection lost during it raises CommitOutcomeUnknown (from the driver's error)."""
+        try:
+            await super().commit()
+        except CONNECTION_ERRORS as error:
+            if is_connection_error(error):
+                raise CommitOutcomeUnknown(CommitOutcomeUnknown.__doc__) from error
+            raise
+
+
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     """Sessions that keep their objects readable after commit."""
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return async_sessionmaker(engine, class_=Session, expire_on_commit=False)
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

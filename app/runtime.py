@@ -42,7 +42,12 @@ class Runtime:
 @asynccontextmanager
 async def runtime(settings: Settings, handlers: Mapping[str, Handler] | None = None) -> AsyncIterator[Runtime]:
     """Open everything Intake needs to run, and close it all on the way out."""
-    engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
+    engine = create_engine(
+        settings.database_url,
+        pool_size=settings.database_pool_size,
+        connect_timeout=settings.database_timeout,
+        statement_timeout=settings.database_statement_timeout,
+    )
     sessions = create_sessionmaker(engine)
     metrics = Metrics()
     try:

@@ -2,12 +2,11 @@
 
 import logging
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import exc as sa
 
 from app.admin.service import NotDead
+from app.db import CONNECTION_ERRORS, CommitOutcomeUnknown, is_connection_error
 from app.forms.service import FormInvalid, FormNotFound, InvalidCursor
 from app.queue.repository import InvalidTransition, OperationNotFound
 from app.submissions.service import FormClosed, InvalidStatusChange, SubmissionNotFound
@@ -30,17 +29,18 @@ STATUS_OF: dict[type[Exception], int] = {
 #: Seconds a client is told to wait before trying again while the database is unreachable.
 RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = "the database is unavailable right now; nothing was saved, please try again shortly"
+#: When the connection broke during COMMIT, "nothing was saved" may be false: say so.
+OUTCOME_UNKNOWN = (
+    "the connection to the database was lost while saving, so it is not known whether this was saved; "
+    "please try again shortly (a submission sent again with the same Idempotency-Key is saved only once)"
+)
 
-# What a lost or unreachable database raises: the drivers' connection errors, SQLAlchemy's
-# wrappers of them, and the pool giving up waiting for a connection.
-_UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, sa.TimeoutError, sa.DBAPIError)
+_UNAVAILABLE = CONNECTION_ERRORS
 
 
 def is_database_unavailable(error: BaseException) -> bool:
     """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
-    if isinstance(error, sa.DBAPIError):
-        return error.connection_invalidated or isinstance(error, sa.OperationalError | sa.InterfaceError)
-    return isinstance(error, _UNAVAILABLE)
+    return is_connection_error(error)
 
 
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
@@ -68,6 +68,13 @@ async def _database_error(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": UNAVAILABLE}, status_code=503, headers=headers)
 
 
+async def _commit_outcome_unknown(request: Request, error: CommitOutcomeUnknown) -> JSONResponse:
+    request_id = getattr(request.state, "request_id", None)
+    logger.warning("database connection lost during commit: %s [request_id=%s]", type(error.__cause__).__name__, request_id)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return JSONResponse({"detail": OUTCOME_UNKNOWN}, status_code=503, headers=headers)
+
+
 def install(app: FastAPI) -> None:
     """Register every handler on `app`."""
     for error_type in STATUS_OF:
@@ -76,4 +83,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(FormInvalid, _invalid_form)
     for error_type in _UNAVAILABLE:
         app.add_exception_handler(error_type, _database_error)
+    app.add_exception_handler(CommitOutcomeUnknown, _commit_outcome_unknown)
 

@@ -17,6 +17,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.db import CommitOutcomeUnknown
 from app.queue.processor import Outcome, Processor
 from app.queue.repository import NOTIFY_CHANNEL
 from app.queue.operation import Operation
@@ -24,7 +25,7 @@ from app.queue.operation import Operation
 log = logging.getLogger("intake.worker")
 
 #: Errors that mean "the database is away for now": the worker waits and tries again.
-DATABASE_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DATABASE_ERRORS = (SQLAlchemyError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CommitOutcomeUnknown)
 
 #: Longest pause between attempts to reach a database that is away.
 MAX_OUTAGE_PAUSE = 5.0
@@ -75,6 +76,7 @@ class Worker:
                 if self.listen and self._listener is None:
                     await self._connect_listener()
                 if time.monotonic() - last_stale >= self._stale_interval:
+                    await self._check_listener()
                     if await self._guard(self.processor.reset_stale()) is not None:
                         last_stale = time.monotonic()
                 # Outcomes first, so that a finished operation does not look in flight any longer
@@ -161,12 +163,28 @@ class Worker:
             return
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         try:
-            connection = await asyncpg.connect(dsn, timeout=5, server_settings={"application_name": "intake-worker-listen"})
+            connection = await asyncpg.connect(
+                dsn, timeout=self.processor.settings.database_timeout, server_settings={"application_name": "intake-worker-listen"})
             await connection.add_listener(NOTIFY_CHANNEL, self._notified)
         except DATABASE_ERRORS:
             return  # polling covers it; the next loop tries again
         connection.add_termination_listener(self._listener_lost)
         self._listener = connection
+
+    async def _check_listener(self) -> None:
+        """Drop a LISTEN connection that stopped answering; the next loop connects a new one.
+
+        A connection the server forgot without closing it (a partition, a failover) is never
+        reported lost: it just stops delivering notifications. A ping with a timeout finds it.
+        """
+        if self._listener is None:
+            return
+        try:
+            await self._listener.execute("SELECT 1", timeout=self.processor.settings.database_timeout)
+        except DATABASE_ERRORS as error:  # TimeoutError is an OSError
+            log.warning("LISTEN connection lost, reconnecting", extra={"error": type(error).__name__})
+            self._listener.terminate()
+            self._listener = None
 
     def _notified(self, *_args) -> None:
         self._wake.set()
@@ -189,7 +207,10 @@ class Worker:
             await asyncio.sleep(0.5)
         await self._release([held for task, held in leftovers.items() if task.cancelled()])
         if self._listener is not None:
-            await self._listener.close()
+            try:  # a graceful close waits for the server: bounded, in case it went silent
+                await self._listener.close(timeout=self.processor.settings.database_timeout)
+            except DATABASE_ERRORS:
+                self._listener.terminate()
             self._listener = None
 
     async def _release(self, held: list[tuple[Operation, str]]) -> None:

@@ -13,10 +13,12 @@ from functools import cache
 from typing import Any
 
 
+import asyncpg
 from sqlalchemy import Float, Integer, Select, Text, Uuid, bindparam, column, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import CommitOutcomeUnknown
 from app.dbtypes import JSONType, UTCDateTime, utcnow
 from app.forms.schema import STATUS_CHANGED, SUBMISSION_CREATED, Event, Integration, queue_payload
 from app.forms.cache import FormCache, FormSnapshot
@@ -162,8 +164,15 @@ async def _submit_at_once(
         "operations": json.dumps(records),
     }
     sql, arguments = _submit_sql()
-    driver = (await (await session.connection()).get_raw_connection()).driver_connection
-    row = await driver.fetchrow(sql, *arguments(values))
+    connection = await session.connection()
+    driver = (await connection.get_raw_connection()).driver_connection
+    try:
+        row = await driver.fetchrow(sql, *arguments(values))
+    except _CONNECTION_LOST as error:
+        # The statement may have committed before the connection went: as with a COMMIT cut
+        # mid-way, say so rather than "nothing was saved". The pool must not hand it out again.
+        await connection.invalidate()
+        raise CommitOutcomeUnknown(CommitOutcomeUnknown.__doc__) from error
     if row is None:
         return None
     submission = Submission(
@@ -190,6 +199,10 @@ def _submit_sql() -> tuple[str, Callable[[dict[str, Any]], list[Any]]]:
         return [values[name] if name in values else constants[name] for name in names]
 
     return str(compiled), arguments
+
+
+#: What asyncpg raises when the connection breaks under a statement (TimeoutError is an OSError).
+_CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError)
 
 
 def _record(operation: NewOperation) -> dict[str, Any]:

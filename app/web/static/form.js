@@ -153,7 +153,7 @@
     404: "This form no longer exists.",
     413: "Your answers are too long to send. Shorten them and try again.",
     429: "Too many forms were sent from here just now. Wait a minute and send it again.",
-    503: "We could not save your answers just now. Nothing was saved; please send the form again in a moment."
+    503: "We could not confirm that your answers were saved. Please send the form again in a moment: it will not be saved twice."
   };
 
   function handle(code, body) {
