@@ -85,7 +85,9 @@ missing or wrong token is a 401 that says nothing more. Applicant routes, `/heal
 and `/metrics` need no token.
 
 **Errors** are JSON `{"detail": ...}`: one sentence, or for a 422 one entry per bad field.
-A 503 means the database is unreachable and nothing was saved: retry after `Retry-After`.
+A 503 means the database could not be reached: nothing was saved, or, when the connection broke
+while saving, the detail says it is not known; retry after `Retry-After` with the same
+`Idempotency-Key` and it is saved at most once.
 """
 
 OPENAPI_TAGS = [

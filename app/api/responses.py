@@ -57,7 +57,8 @@ DESCRIPTIONS: dict[int, str] = {
     415: "The body was not sent as JSON: send `Content-Type: application/json`.",
     422: "Invalid input: one entry per bad field or parameter.",
     429: "Too many requests from this client or for this form; wait for `Retry-After` seconds.",
-    503: "The database is unreachable right now; nothing was saved. Retry after `Retry-After` seconds.",
+    503: "The database is unreachable right now: nothing was saved, or (the detail says so) the connection broke while "
+    "saving and it is not known. Retry after `Retry-After` seconds.",
 }
 
 EXAMPLES: dict[int, Any] = {

@@ -180,7 +180,9 @@ def submission_out(view: SubmissionView) -> SubmissionOut:
             404: "No form has this id.",
             409: "The form is closed and takes no new submissions.",
             422: "Invalid data (one entry per bad field), an unknown key, or a bad `form_id` or `Idempotency-Key`.",
-            503: "The database is unreachable; nothing was saved (no submission, no operation). Retry after `Retry-After`.",
+            503: "The database is unreachable: nothing was saved (no submission, no operation), or, when the connection "
+            "broke while saving, the detail says the outcome is unknown. Retry after `Retry-After` with the same "
+            "`Idempotency-Key`: it is saved once.",
         },
     ),
 )

@@ -163,7 +163,7 @@
       return showServerErrors(body.detail);
     }
     if (code === 409) return replaceMain("closed-template");
-    say(FAILURES[code] || "Something went wrong and nothing was saved. Please send the form again.", true);
+    say(FAILURES[code] || "Something went wrong and we could not confirm that your answers were saved. Please send the form again: it will not be saved twice.", true);
   }
 
   function send() {
