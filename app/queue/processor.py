@@ -30,6 +30,7 @@ from app.integrations.base import (
     IntegrationError,
     SubmissionSnapshot,
 )
+from app.limits import counters
 from app.observability.telemetry import Telemetry
 from app.queue import repository as queue
 from app.queue.backoff import RetryPolicy, circuit_cooldown
@@ -287,14 +288,20 @@ class Processor:
         return circuit_cooldown(trips, base=self.settings.circuit_cooldown, cap=self.settings.circuit_cooldown_max)
 
     async def prune(self, batch: int = 10_000) -> int:
-        """Delete finished operations older than RETENTION_DAYS, a batch per transaction; how many."""
+        """Delete finished operations older than RETENTION_DAYS, a batch per transaction; how many.
+
+        The limit counters of windows that have ended go too (not counted in the answer).
+        """
         deleted = 0
         while True:
             async with self.sessions() as session, session.begin():
                 count = await queue.prune(session, self.settings.retention_days * 86_400, limit=batch)
             deleted += count
             if count < batch:
-                return deleted
+                break
+        async with self.sessions() as session, session.begin():
+            await counters.prune(session)
+        return deleted
 
     async def release(self, operations: Sequence[Operation], token: str) -> int:
         """Give back claimed operations that were never started, their attempt unspent."""
