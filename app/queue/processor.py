@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from datetime import datetime
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from app.integrations.base import (
     SubmissionSnapshot,
 )
 from app.limits import counters
+from app.limits.daily import Capped, DailyCaps
 from app.observability.telemetry import Telemetry
 from app.queue import repository as queue
 from app.queue.backoff import RetryPolicy, circuit_cooldown
@@ -67,6 +69,8 @@ class Outcome:
     result: dict[str, Any] | None = None
     failure: Failure | None = None
     disable: bool = False
+    #: Not run: a daily cap is full, so the operation waits, its attempt unspent, until then.
+    snooze_until: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -87,6 +91,7 @@ class Recorded:
     completed: int = 0
     retried: int = 0
     dead: int = 0
+    snoozed: int = 0
 
 
 class Processor:
@@ -107,6 +112,7 @@ class Processor:
         self.http = http
         self.handlers = handlers
         self.policy = RetryPolicy(base=settings.retry_base, cap=settings.retry_max)
+        self.caps = DailyCaps(sessions, settings)
 
     # --- the cron route's run ------------------------------------------------------------------
 
@@ -139,7 +145,7 @@ class Processor:
             dead=recorded.dead,
             stale_reset=stale,
             released=released,
-            snoozed=claim.snoozed,
+            snoozed=claim.snoozed + recorded.snoozed,
             duration_ms=round((time.monotonic() - started) * 1000),
         )
 
@@ -192,17 +198,26 @@ class Processor:
                     yield session
 
     async def execute(self, operation: Operation, claim: Claim) -> Outcome:
-        """Run one operation's handler under the total deadline; never raises but CancelledError."""
+        """Run one operation's handler under the total deadline; never raises but CancelledError.
+
+        An SMS or email whose form has reached its daily cap is not run: it waits until the next
+        UTC day (app.limits.daily).
+        """
         started = time.monotonic()
+        taken = await self.caps.take(operation)
+        if isinstance(taken, Capped):
+            return Outcome(operation, claim.token, 0, snooze_until=taken.until)
+        effects = OperationEffects(self.sessions, operation, claim.token)
         try:
-            result = await self._call_handler(operation, claim)
+            result = await self._call_handler(operation, claim, effects)
         except Exception as error:  # noqa: BLE001 - the processor is where every failure lands
             duration = _elapsed_ms(started)
             failure = self._failure(operation, error, duration)
+            await self.caps.give_back(taken, effects.progress)
             return Outcome(operation, claim.token, duration, failure=failure, disable=isinstance(error, DisableIntegration))
         return Outcome(operation, claim.token, _elapsed_ms(started), result=result)
 
-    async def _call_handler(self, operation: Operation, claim: Claim) -> dict[str, Any]:
+    async def _call_handler(self, operation: Operation, claim: Claim, effects: OperationEffects) -> dict[str, Any]:
         handler = self.handlers.get(operation.operation_type)
         if handler is None:
             raise _NoHandler(f"no handler for operation type {operation.operation_type!r}")
@@ -212,7 +227,7 @@ class Processor:
             operation=operation,
             form=claim.forms.get(operation.form_id) if operation.form_id else None,
             submission=claim.submissions.get(operation.submission_id) if operation.submission_id else None,
-            effects=OperationEffects(self.sessions, operation, claim.token),
+            effects=effects,
         )
         async with asyncio.timeout(self.settings.operation_timeout):
             return await handler(operation.payload, context) or {}
@@ -241,10 +256,15 @@ class Processor:
         """
         if not outcomes:
             return Recorded()
+        snoozed = [o for o in outcomes if o.snooze_until is not None]
+        outcomes = [o for o in outcomes if o.snooze_until is None]
         successes = [o for o in outcomes if o.failure is None]
         failures = [o for o in outcomes if o.failure is not None]
         statuses: dict[Status | None, int] = defaultdict(int)
+        waiting = 0
         async with self._transaction() if failures else self._statements() as session:
+            for outcome in snoozed:
+                waiting += await queue.release(session, [outcome.operation.id], outcome.token, outcome.snooze_until)
             done = await queue.complete_many(session, [(o.operation.id, o.token, _stored_result(o)) for o in successes])
             await queue.record_success(session, [o.operation.destination for o in successes if o.operation.destination])
             for outcome in failures:
@@ -253,7 +273,11 @@ class Processor:
                 self._observe(outcome, status)
         for outcome in successes:
             self._observe(outcome, Status.COMPLETED if outcome.operation.id in done else None)
-        return Recorded(completed=len(done), retried=statuses[Status.FAILED], dead=statuses[Status.DEAD])
+        if snoozed:
+            log.info("daily cap reached: operations wait for the next UTC day", extra={"snoozed": len(snoozed)})
+        return Recorded(
+            completed=len(done), retried=statuses[Status.FAILED], dead=statuses[Status.DEAD], snoozed=waiting
+        )
 
     async def _record_failure(self, session: AsyncSession, outcome: Outcome) -> Status | None:
         operation, failure = outcome.operation, outcome.failure
