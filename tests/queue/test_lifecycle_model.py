@@ -106,6 +106,7 @@ class QueueLifecycle(RuleBasedStateMachine):
             assert operation.id in due, "a claim took a row that was not claimable and due"
             row = self.rows[operation.id]
             row.status, row.attempts, row.token, row.claimed_as = R, row.attempts + 1, token, operation
+            row.stale = False  # its last attempt started just now
             assert operation.attempts == row.attempts and operation.locked_by == token
 
     def _pick(self, data):
@@ -125,7 +126,7 @@ class QueueLifecycle(RuleBasedStateMachine):
         held = row.status == R and row.token == token
         assert done == held, "complete must change exactly the rows its token still holds"
         if held:
-            row.status, row.token, row.ever_completed = C, None, True
+            row.status, row.token, row.ever_completed, row.stale = C, None, True, False
 
     @precondition(lambda self: self.rows and self.tokens)
     @rule(data=st.data(), retryable=st.booleans())
@@ -144,7 +145,7 @@ class QueueLifecycle(RuleBasedStateMachine):
             return
         expected = F if retryable and row.attempts < row.max_attempts else D
         assert status == expected
-        row.status, row.token, row.history, row.due = expected, None, row.history + 1, False
+        row.status, row.token, row.history, row.due, row.stale = expected, None, row.history + 1, False, False
 
     @rule()
     def time_passes(self):
