@@ -228,6 +228,46 @@ class Settings(BaseSettings):
         ),
     )
 
+    # Abuse limits (counted in the database, so every API instance and worker agrees). 0 = off.
+    submission_rate_per_ip: int = Field(
+        30,
+        ge=0,
+        description="Submissions one client address may make (to any form) per SUBMISSION_RATE_WINDOW; "
+        "more are answered 429 with Retry-After. 0 = no limit.",
+    )
+    submission_rate_per_form: int = Field(
+        600,
+        ge=0,
+        description="Submissions one form accepts per SUBMISSION_RATE_WINDOW, from everyone together; "
+        "more are answered 429 with Retry-After. 0 = no limit.",
+    )
+    submission_rate_window: int = Field(
+        60, ge=1, description="Length in seconds of the fixed windows the submission limits count in."
+    )
+    trusted_proxy_header: str | None = Field(
+        None,
+        description="Header a trusted reverse proxy sets to the client address (e.g. X-Forwarded-For). "
+        "Unset: the client address is the connection's peer and forwarded headers are ignored.",
+    )
+    trusted_proxy_hops: int = Field(
+        1,
+        ge=1,
+        description="Which address of TRUSTED_PROXY_HEADER is the client's, counted from the right: "
+        "1 = the last one, the address your own proxy saw (use 2 behind two proxies, and so on).",
+    )
+    sms_daily_cap_per_form: int = Field(
+        500,
+        ge=0,
+        description="SMS one form may send per UTC day (sms operations and notifications' SMS); more "
+        "wait, unspent, until the next UTC day. 0 = no cap.",
+    )
+    email_daily_cap_per_form: int = Field(
+        2000,
+        ge=0,
+        description="Emails one form may send per UTC day (email operations and notifications' email); "
+        "more wait, unspent, until the next UTC day. 0 = no cap.",
+    )
+
     # Providers: a base URL each (tests point them at fakes on loopback) and credentials.
     airtable_api_key: SecretStr | None = Field(
         None,

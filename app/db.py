@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 import asyncpg
@@ -157,6 +158,27 @@ class Session(AsyncSession):
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     """Sessions that keep their objects readable after commit."""
     return async_sessionmaker(engine, class_=Session, expire_on_commit=False)
+
+
+#: Execution options of a connection whose statements each commit on their own (PostgreSQL).
+AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
+
+
+@asynccontextmanager
+async def statements(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A session whose statements each commit on their own: for steps that need no transaction.
+
+    On PostgreSQL (autocommit) that spares a BEGIN and a COMMIT round trip per step, a tenth of
+    a busy worker's CPU and of PostgreSQL's. SQLite, whose engine takes its write lock in the
+    BEGIN, gets an ordinary transaction, committed at the end of the block.
+    """
+    async with sessions() as session:
+        if session.get_bind().dialect.name == "postgresql":
+            await session.connection(execution_options=AUTOCOMMIT)
+            yield session
+        else:
+            async with session.begin():
+                yield session
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

@@ -8,7 +8,7 @@ time order there too.
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, DateTime, Float, cast
+from sqlalchemy import JSON, BigInteger, DateTime, Float, cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
@@ -100,3 +100,46 @@ def _json_append_sqlite(element: json_append_entry, compiler, **kw) -> str:
         f"json_insert({column}, '$[#]', "
         f"json_set(json({entry}), '$.attempt', {attempt}, '$.at', {at}))"
     )
+
+
+class epoch_seconds(FunctionElement[float]):  # noqa: N801 - reads like the SQL it renders
+    """The database's current time in seconds since 1970-01-01 UTC, with a fraction."""
+
+    type = Float()
+    inherit_cache = True
+    name = "epoch_seconds"
+
+
+@compiles(epoch_seconds, "postgresql")
+def _epoch_postgresql(element: epoch_seconds, compiler, **kw) -> str:
+    return "CAST(extract(epoch FROM now()) AS double precision)"
+
+
+@compiles(epoch_seconds, "sqlite")
+def _epoch_sqlite(element: epoch_seconds, compiler, **kw) -> str:
+    # julianday() keeps the milliseconds that strftime('%s') drops; 2440587.5 is 1970-01-01.
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+class window_index(FunctionElement[int]):  # noqa: N801 - reads like the SQL it renders
+    """`window_index(seconds)`: which fixed window of `seconds` the database's clock is in now.
+
+    Windows are counted from 1970-01-01 UTC, so a window of 86,400 s is one UTC day.
+    """
+
+    type = BigInteger()
+    inherit_cache = True
+    name = "window_index"
+
+
+@compiles(window_index, "postgresql")
+def _window_postgresql(element: window_index, compiler, **kw) -> str:
+    seconds = compiler.process(element.clauses.clauses[0], **kw)
+    return f"CAST(floor(extract(epoch FROM now()) / {seconds}) AS bigint)"
+
+
+@compiles(window_index, "sqlite")
+def _window_sqlite(element: window_index, compiler, **kw) -> str:
+    # CAST AS INTEGER truncates, which is floor for times after 1970.
+    seconds = compiler.process(element.clauses.clauses[0], **kw)
+    return f"CAST(((julianday('now') - 2440587.5) * 86400.0) / {seconds} AS INTEGER)"

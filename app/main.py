@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from app import __version__
 from app.api import dashboard, dlq, errors, forms, health, metrics, operations, queue, submissions
 from app.api.access_log import AccessLogMiddleware
+from app.api.json_body import JsonBodyMiddleware
 from app.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from app.api.responses import ADMIN, APPLICANT, CRON, OPERATOR
 from app.config import Settings
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, *, handlers: Mapping[str, Handl
     app.state.settings = settings
     app.state.form_cache = FormCache()
     # The last added runs first: every answer, a 413 included, carries the request id.
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestIdMiddleware)

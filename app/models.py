@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     ForeignKey,
     Index,
@@ -192,3 +193,19 @@ class AuditEntry(Base):
     count: Mapped[int] = mapped_column(Integer)
     details: Mapped[dict[str, Any] | None]
     request_id: Mapped[str | None] = mapped_column(Text)
+
+
+class RateCounter(Base):
+    """How many times `key` was counted in one fixed window of `window_seconds` (app.limits).
+
+    Rate limits on submissions and the daily SMS and email caps live here, so that any number of
+    stateless API instances and workers agree; windows that have ended are pruned.
+    """
+
+    __tablename__ = "rate_counters"
+    __table_args__ = (CheckConstraint("window_seconds >= 1", name="window_seconds"),)
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    window_seconds: Mapped[int] = mapped_column(Integer, primary_key=True)
+    window_index: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -46,6 +46,11 @@ FORM = {
 }
 
 
+# The abuse limits stay on, so their counters are part of what is measured, but so high that
+# one client sending thousands of submissions a minute is never refused.
+UNREACHABLE_LIMITS = {"SUBMISSION_RATE_PER_IP": "1000000000", "SUBMISSION_RATE_PER_FORM": "1000000000"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -124,7 +129,7 @@ def run(seconds: int = 10, repeat: int = 3) -> None:
         upgrade(dsn(database))
         intake_port, base_port = free_port(), free_port()
         servers.append(serve("app.index:app", intake_port, {
-            "DATABASE_URL": dsn(database), "ADMIN_TOKEN": ADMIN_TOKEN, "CRON_SECRET": "bench"}))
+            "DATABASE_URL": dsn(database), "ADMIN_TOKEN": ADMIN_TOKEN, "CRON_SECRET": "bench", **UNREACHABLE_LIMITS}))
         servers.append(serve("bench.baseline_app:app", base_port, {"BASELINE_DSN": dsn(database)}))
         wait_ready(f"http://127.0.0.1:{intake_port}/healthz")
         wait_ready(f"http://127.0.0.1:{base_port}/docs")

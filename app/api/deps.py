@@ -1,6 +1,10 @@
 """Small dependencies shared by the routers."""
 
+import uuid
+
 from fastapi import HTTPException, Request, status
+
+from app.limits.submissions import check_submission, client_address
 
 
 def is_json(content_type: str | None) -> bool:
@@ -16,3 +20,11 @@ async def require_json(request: Request) -> None:
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             detail="send the body as JSON, with Content-Type: application/json",
         )
+
+
+async def limit_submissions(form_id: uuid.UUID, request: Request) -> None:
+    """Dependency: count this submission against the abuse limits; RateLimited (429) past them."""
+    settings = request.app.state.settings
+    peer = request.client.host if request.client else None
+    client = client_address(settings, request.headers, peer)
+    await check_submission(request.app.state.sessionmaker, settings, form_id, client)

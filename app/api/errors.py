@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app.admin.service import NotDead
 from app.db import CONNECTION_ERRORS, CommitOutcomeUnknown, is_connection_error
 from app.forms.service import FormInvalid, FormNotFound, InvalidCursor
+from app.limits.submissions import RateLimited
 from app.queue.repository import InvalidTransition, OperationNotFound
 from app.submissions.service import FormClosed, InvalidStatusChange, SubmissionNotFound
 from app.submissions.validation import InvalidSubmission
@@ -59,6 +60,11 @@ async def _invalid_form(request: Request, error: FormInvalid) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+async def _rate_limited(request: Request, error: RateLimited) -> JSONResponse:
+    headers = {"Retry-After": str(error.retry_after)}
+    return JSONResponse({"detail": str(error), "limit": error.limit}, status_code=429, headers=headers)
+
+
 async def _database_error(request: Request, error: Exception) -> JSONResponse:
     if not is_database_unavailable(error):
         raise error  # a bug, not an outage: the request-id middleware logs it and answers 500
@@ -81,6 +87,7 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(error_type, _domain_error)
     app.add_exception_handler(InvalidSubmission, _invalid_submission)
     app.add_exception_handler(FormInvalid, _invalid_form)
+    app.add_exception_handler(RateLimited, _rate_limited)
     for error_type in _UNAVAILABLE:
         app.add_exception_handler(error_type, _database_error)
     app.add_exception_handler(CommitOutcomeUnknown, _commit_outcome_unknown)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.admin.inspect import rollup
-from app.api.deps import require_json
+from app.api.deps import limit_submissions, require_json
 from app.api.responses import ADMIN, APPLICANT, DB, JSON_BODY, errors
 from app.auth import require_admin
 from app.db import ReadSessionDep, SessionDep
@@ -159,7 +159,7 @@ def submission_out(view: SubmissionView) -> SubmissionOut:
 @public_router.post(
     "/api/forms/{form_id}/submissions",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(require_json)],
+    dependencies=[Depends(require_json), Depends(limit_submissions)],
     summary="Submit a form",
     description="For applicants (or your front end on their behalf): the answers as `{\"data\": {field: value}}`. "
     "They are checked against the form's fields (the same rules as the hosted page; 422 with one entry per bad "

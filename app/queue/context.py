@@ -59,11 +59,14 @@ class OperationEffects:
         self._sessions = sessions
         self._operation = operation
         self._token = token
+        #: The last progress saved in this attempt (the daily caps read which channels were sent).
+        self.progress: dict[str, Any] | None = None
 
     async def save_progress(self, progress: dict[str, Any]) -> None:
         """Keep partial progress in the operation's result, for its next attempt."""
         async with self._sessions() as session, session.begin():
             await queue.save_progress(session, self._operation.id, self._token, progress)
+        self.progress = dict(progress)
 
     async def save_enrichment(self, summary: dict[str, Any]) -> None:
         """Store the submission's enrichment (overwriting the last one)."""

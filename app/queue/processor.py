@@ -13,8 +13,9 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from datetime import datetime
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db import statements
 from app.integrations.base import (
     DisableIntegration,
     FormSnapshot,
@@ -30,6 +32,8 @@ from app.integrations.base import (
     IntegrationError,
     SubmissionSnapshot,
 )
+from app.limits import counters
+from app.limits.daily import Capped, DailyCaps
 from app.observability.telemetry import Telemetry
 from app.queue import repository as queue
 from app.queue.backoff import RetryPolicy, circuit_cooldown
@@ -38,8 +42,6 @@ from app.queue.operation import Failure, Operation, Status
 
 log = logging.getLogger("intake.queue")
 
-#: Execution options of a connection whose statements each commit on their own (PostgreSQL).
-_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ class Outcome:
     result: dict[str, Any] | None = None
     failure: Failure | None = None
     disable: bool = False
+    #: Not run: a daily cap is full, so the operation waits, its attempt unspent, until then.
+    snooze_until: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -86,6 +90,7 @@ class Recorded:
     completed: int = 0
     retried: int = 0
     dead: int = 0
+    snoozed: int = 0
 
 
 class Processor:
@@ -106,6 +111,7 @@ class Processor:
         self.http = http
         self.handlers = handlers
         self.policy = RetryPolicy(base=settings.retry_base, cap=settings.retry_max)
+        self.caps = DailyCaps(sessions, settings)
 
     # --- the cron route's run ------------------------------------------------------------------
 
@@ -138,7 +144,7 @@ class Processor:
             dead=recorded.dead,
             stale_reset=stale,
             released=released,
-            snoozed=claim.snoozed,
+            snoozed=claim.snoozed + recorded.snoozed,
             duration_ms=round((time.monotonic() - started) * 1000),
         )
 
@@ -174,34 +180,31 @@ class Processor:
                 claim.forms, claim.submissions = await load_snapshots(session, ready)
         return claim
 
-    @asynccontextmanager
-    async def _statements(self) -> AsyncIterator[AsyncSession]:
-        """A session whose statements each commit on their own: for steps that need no transaction.
-
-        On PostgreSQL (autocommit) that spares a BEGIN and a COMMIT round trip per step, a tenth of
-        a busy worker's CPU and of PostgreSQL's. SQLite, whose engine takes its write lock in the
-        BEGIN, gets an ordinary transaction, committed at the end of the block.
-        """
-        async with self.sessions() as session:
-            if session.get_bind().dialect.name == "postgresql":
-                await session.connection(execution_options=_AUTOCOMMIT)
-                yield session
-            else:
-                async with session.begin():
-                    yield session
+    def _statements(self) -> AbstractAsyncContextManager[AsyncSession]:
+        """A session whose statements each commit on their own (app.db.statements)."""
+        return statements(self.sessions)
 
     async def execute(self, operation: Operation, claim: Claim) -> Outcome:
-        """Run one operation's handler under the total deadline; never raises but CancelledError."""
+        """Run one operation's handler under the total deadline; never raises but CancelledError.
+
+        An SMS or email whose form has reached its daily cap is not run: it waits until the next
+        UTC day (app.limits.daily).
+        """
         started = time.monotonic()
+        taken = await self.caps.take(operation)
+        if isinstance(taken, Capped):
+            return Outcome(operation, claim.token, 0, snooze_until=taken.until)
+        effects = OperationEffects(self.sessions, operation, claim.token)
         try:
-            result = await self._call_handler(operation, claim)
+            result = await self._call_handler(operation, claim, effects)
         except Exception as error:  # noqa: BLE001 - the processor is where every failure lands
             duration = _elapsed_ms(started)
             failure = self._failure(operation, error, duration)
+            await self.caps.give_back(taken, effects.progress)
             return Outcome(operation, claim.token, duration, failure=failure, disable=isinstance(error, DisableIntegration))
         return Outcome(operation, claim.token, _elapsed_ms(started), result=result)
 
-    async def _call_handler(self, operation: Operation, claim: Claim) -> dict[str, Any]:
+    async def _call_handler(self, operation: Operation, claim: Claim, effects: OperationEffects) -> dict[str, Any]:
         handler = self.handlers.get(operation.operation_type)
         if handler is None:
             raise _NoHandler(f"no handler for operation type {operation.operation_type!r}")
@@ -211,7 +214,7 @@ class Processor:
             operation=operation,
             form=claim.forms.get(operation.form_id) if operation.form_id else None,
             submission=claim.submissions.get(operation.submission_id) if operation.submission_id else None,
-            effects=OperationEffects(self.sessions, operation, claim.token),
+            effects=effects,
         )
         async with asyncio.timeout(self.settings.operation_timeout):
             return await handler(operation.payload, context) or {}
@@ -240,10 +243,15 @@ class Processor:
         """
         if not outcomes:
             return Recorded()
+        snoozed = [o for o in outcomes if o.snooze_until is not None]
+        outcomes = [o for o in outcomes if o.snooze_until is None]
         successes = [o for o in outcomes if o.failure is None]
         failures = [o for o in outcomes if o.failure is not None]
         statuses: dict[Status | None, int] = defaultdict(int)
+        waiting = 0
         async with self._transaction() if failures else self._statements() as session:
+            for outcome in snoozed:
+                waiting += await queue.release(session, [outcome.operation.id], outcome.token, outcome.snooze_until)
             done = await queue.complete_many(session, [(o.operation.id, o.token, _stored_result(o)) for o in successes])
             await queue.record_success(session, [o.operation.destination for o in successes if o.operation.destination])
             for outcome in failures:
@@ -252,7 +260,11 @@ class Processor:
                 self._observe(outcome, status)
         for outcome in successes:
             self._observe(outcome, Status.COMPLETED if outcome.operation.id in done else None)
-        return Recorded(completed=len(done), retried=statuses[Status.FAILED], dead=statuses[Status.DEAD])
+        if snoozed:
+            log.info("daily cap reached: operations wait for the next UTC day", extra={"snoozed": len(snoozed)})
+        return Recorded(
+            completed=len(done), retried=statuses[Status.FAILED], dead=statuses[Status.DEAD], snoozed=waiting
+        )
 
     async def _record_failure(self, session: AsyncSession, outcome: Outcome) -> Status | None:
         operation, failure = outcome.operation, outcome.failure
@@ -287,14 +299,20 @@ class Processor:
         return circuit_cooldown(trips, base=self.settings.circuit_cooldown, cap=self.settings.circuit_cooldown_max)
 
     async def prune(self, batch: int = 10_000) -> int:
-        """Delete finished operations older than RETENTION_DAYS, a batch per transaction; how many."""
+        """Delete finished operations older than RETENTION_DAYS, a batch per transaction; how many.
+
+        The limit counters of windows that have ended go too (not counted in the answer).
+        """
         deleted = 0
         while True:
             async with self.sessions() as session, session.begin():
                 count = await queue.prune(session, self.settings.retention_days * 86_400, limit=batch)
             deleted += count
             if count < batch:
-                return deleted
+                break
+        async with self.sessions() as session, session.begin():
+            await counters.prune(session)
+        return deleted
 
     async def release(self, operations: Sequence[Operation], token: str) -> int:
         """Give back claimed operations that were never started, their attempt unspent."""

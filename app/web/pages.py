@@ -22,6 +22,7 @@ from app import __version__
 from app.api.responses import APPLICANT, DB, errors, html_errors
 from app.db import ReadSessionDep, SessionDep
 from app.forms.service import FormNotFound, get_form, stored_fields
+from app.limits.submissions import RateLimited, check_submission, client_address
 from app.models import Form
 from app.submissions import service
 from app.submissions.service import FormClosed
@@ -154,6 +155,8 @@ async def submit_page(request: Request, session: SessionDep) -> Response:
     form_uuid = _uuid(form_id)
     if form_uuid is None:
         return not_found(request)
+    if (refused := await _rate_limited(request, form_uuid)) is not None:
+        return refused
     read = await _read_post(request, form_uuid)
     if isinstance(read, Response):
         return read  # refused before the database is touched
@@ -190,6 +193,23 @@ async def thanks_page(request: Request, session: ReadSessionDep) -> Response:
     if form is None:
         return not_found(request)
     return page(request, "thanks.html", {"form": form, "reference": _uuid(ref or "")})
+
+
+async def _rate_limited(request: Request, form_id: uuid.UUID) -> Response | None:
+    """The 429 page when this POST is past an abuse limit (app.limits), else None."""
+    settings = request.app.state.settings
+    client = client_address(settings, request.headers, request.client.host if request.client else None)
+    try:
+        await check_submission(request.app.state.sessionmaker, settings, form_id, client)
+    except RateLimited as limited:
+        text = (
+            "Too many forms have been sent just now, so nothing was saved. "
+            f"Please try again in {limited.retry_after} seconds."
+        )
+        response = message(request, 429, "Please wait a moment", text, link=f"{_root(request)}/f/{form_id}")
+        response.headers["Retry-After"] = str(limited.retry_after)
+        return response
+    return None
 
 
 async def _read_post(request: Request, form_id: uuid.UUID) -> tuple[list[tuple[str, str]], str] | Response:

@@ -17,6 +17,9 @@ def make_settings(database_url: str, **overrides) -> Settings:
         "admin_token": ADMIN_TOKEN,
         "cron_secret": CRON_SECRET,
         "webhook_allow_private_networks": True,
+        # Off unless a test is about them: many tests submit hundreds of times from one address.
+        "submission_rate_per_ip": 0,
+        "submission_rate_per_form": 0,
     }
     return Settings(_env_file=None, **(values | overrides))
 

@@ -1,0 +1,1 @@
+"""Abuse limits: submissions per client address and per form, SMS and email sent per form per day."""
