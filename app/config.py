@@ -230,16 +230,19 @@ class Settings(BaseSettings):
 
     # Abuse limits (counted in the database, so every API instance and worker agrees). 0 = off.
     submission_rate_per_ip: int = Field(
-        30,
+        0,
         ge=0,
         description="Submissions one client address may make (to any form) per SUBMISSION_RATE_WINDOW; "
-        "more are answered 429 with Retry-After. 0 = no limit.",
+        "more are answered 429 with Retry-After. 0 = no limit (the default). 30 suits a public form. Behind "
+        "a reverse proxy or a platform such as Vercel, set TRUSTED_PROXY_HEADER first: otherwise every "
+        "applicant shares the proxy's address, and one limit.",
     )
     submission_rate_per_form: int = Field(
-        600,
+        0,
         ge=0,
         description="Submissions one form accepts per SUBMISSION_RATE_WINDOW, from everyone together; "
-        "more are answered 429 with Retry-After. 0 = no limit.",
+        "more are answered 429 with Retry-After. 0 = no limit (the default): set it above the busiest "
+        "minute a form really has, to stop a flood without turning away a launch-day crowd.",
     )
     submission_rate_window: int = Field(
         60, ge=1, description="Length in seconds of the fixed windows the submission limits count in."
