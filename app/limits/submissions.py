@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.datastructures import Headers
 
 from app.config import Settings
-from app.db import statements
 from app.limits import counters
 
 #: What a request with neither a peer address nor a usable header is counted as.
@@ -61,8 +60,7 @@ async def check_submission(
     if not limits:
         return
     # Both counters in one statement, committed on its own (one round trip on PostgreSQL).
-    async with statements(sessions) as session:
-        counts = await counters.hit_many(session, [key for _, key, _, _ in limits], window)
+    counts = await counters.hit_now(sessions, [key for _, key, _, _ in limits], window)
     for (name, _, limit, whom), count in zip(limits, counts, strict=True):
         if count.count > limit:
             setting = f"SUBMISSION_RATE_{name.upper()}"

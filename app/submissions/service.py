@@ -6,19 +6,18 @@ operations it enqueues are written in the caller's one transaction, so both are 
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 
-import asyncpg
 from sqlalchemy import Float, Integer, Select, Text, Uuid, bindparam, column, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import CommitOutcomeUnknown
+from app.db import DRIVER_CONNECTION_LOST, CommitOutcomeUnknown, DriverStatement
 from app.dbtypes import JSONType, UTCDateTime, utcnow
 from app.forms.schema import STATUS_CHANGED, SUBMISSION_CREATED, Event, Integration, queue_payload
 from app.forms.cache import FormCache, FormSnapshot
@@ -163,16 +162,13 @@ async def _submit_at_once(
         "new_key": key,
         "operations": json.dumps(records),
     }
-    sql, arguments = _submit_sql()
-    connection = await session.connection()
-    driver = (await connection.get_raw_connection()).driver_connection
     try:
-        row = await driver.fetchrow(sql, *arguments(values))
-    except _CONNECTION_LOST as error:
+        rows = await _driver_statement(_submit_statement(), session.get_bind().dialect).fetch(session, values)
+    except DRIVER_CONNECTION_LOST as error:
         # The statement may have committed before the connection went: as with a COMMIT cut
-        # mid-way, say so rather than "nothing was saved". The pool must not hand it out again.
-        await connection.invalidate()
+        # mid-way, say so rather than "nothing was saved".
         raise CommitOutcomeUnknown(CommitOutcomeUnknown.__doc__) from error
+    row = rows[0] if rows else None
     if row is None:
         return None
     submission = Submission(
@@ -188,21 +184,9 @@ async def _submit_at_once(
     return Received(submission, created=True)
 
 
-@cache
-def _submit_sql() -> tuple[str, Callable[[dict[str, Any]], list[Any]]]:
-    """`_submit_statement` as asyncpg SQL, and what turns named values into its arguments."""
-    compiled = _submit_statement().compile(dialect=postgresql.asyncpg.dialect())
-    constants = compiled.params
-    names = compiled.positiontup
-
-    def arguments(values: dict[str, Any]) -> list[Any]:
-        return [values[name] if name in values else constants[name] for name in names]
-
-    return str(compiled), arguments
-
-
-#: What asyncpg raises when the connection breaks under a statement (TimeoutError is an OSError).
-_CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError)
+@lru_cache(maxsize=32)
+def _driver_statement(statement: Select, dialect: Dialect) -> DriverStatement:
+    return DriverStatement.of(statement, dialect)
 
 
 def _record(operation: NewOperation) -> dict[str, Any]:
