@@ -41,7 +41,9 @@ def _serve(args: argparse.Namespace) -> None:
         "app.index:app",
         host=args.host or settings.host,
         port=args.port or settings.port,
-        proxy_headers=True,
+        # The client address is the socket's peer unless TRUSTED_PROXY_HEADER says otherwise
+        # (app/limits/submissions.py): uvicorn must not rewrite it from X-Forwarded-For first.
+        proxy_headers=False,
         log_level=settings.log_level.lower(),
         log_config=None,  # keep the JSON logging main() set up
         access_log=False,  # the app logs each request itself, with its request id

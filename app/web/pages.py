@@ -288,11 +288,20 @@ def message(request: Request, status_code: int, title: str, text: str, link: str
 
 def cookie_name(request: Request) -> str:
     """The CSRF cookie's name: `__Host-` prefixed over HTTPS, where browsers enforce what it means."""
-    return SECURE_COOKIE if request.url.scheme == "https" else COOKIE
+    return SECURE_COOKIE if _over_https(request) else COOKIE
+
+
+def _over_https(request: Request) -> bool:
+    """Whether the applicant's browser talks HTTPS: to us, or to the proxy we were told to trust
+    (TRUSTED_PROXY_HEADER set), which says so in X-Forwarded-Proto."""
+    if request.url.scheme == "https":
+        return True
+    trusts_a_proxy = request.app.state.settings.trusted_proxy_header is not None
+    return trusts_a_proxy and request.headers.get("x-forwarded-proto", "").strip().lower() == "https"
 
 
 def _set_cookie(request: Request, response: Response, nonce: str) -> None:
-    secure = request.url.scheme == "https"
+    secure = _over_https(request)
     response.set_cookie(
         cookie_name(request), nonce, max_age=request.app.state.form_tokens.max_age,
         path="/", secure=secure, httponly=True, samesite="lax",

@@ -7,7 +7,7 @@ import pytest
 from app.config import Settings
 from app.web.csrf import CLOCK_SKEW, FormTokens, idempotency_key, new_nonce, signing_key
 from tests.api.conftest import make_settings, serve
-from tests.api.factories import create_form
+from tests.api.factories import ADMIN, create_form, make_form
 from tests.web.test_form_page import open_form, post_form
 
 FORM = uuid.uuid4()
@@ -99,3 +99,20 @@ async def test_processes_without_any_secret_reject_each_others_tokens(database_u
         second.cookies = first.cookies
         assert (await post_form(second, form["id"], token)).status_code == 403
         assert (await post_form(first, form["id"], token)).status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("trusted_header", "forwarded_proto", "secure"),
+    [(None, None, False), (None, "https", False), ("X-Forwarded-For", "https", True), ("X-Forwarded-For", "http", False)],
+)
+async def test_the_cookie_is_secure_when_the_trusted_proxy_says_https(
+    database_url, engine, trusted_header, forwarded_proto, secure
+):
+    settings = make_settings(database_url, trusted_proxy_header=trusted_header)
+    async with serve(settings) as client:
+        form = (await client.post("/api/forms", json=make_form(), headers=ADMIN)).json()
+        headers = {"X-Forwarded-Proto": forwarded_proto} if forwarded_proto else {}
+        page = await client.get(f"/f/{form['id']}", headers=headers)
+    cookie = page.headers["set-cookie"]
+    assert cookie.startswith("__Host-") == secure
+    assert ("secure" in cookie.lower().split("; ")) == secure
