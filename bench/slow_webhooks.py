@@ -109,8 +109,15 @@ async def listening(url: str) -> bool:
         await connection.close()
 
 
-def drain(url: str, receiver: str, n: int, concurrency: int) -> float:
-    """Seconds one idle, ready worker process takes to complete `n` webhooks enqueued at once."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drain(url: str, receiver: str, n: int, concurrency: int) -> tuple[float, float]:
+    """Seconds one idle, ready worker process takes to complete `n` webhooks enqueued at once,
+    and the CPU seconds the worker spent meanwhile."""
     env = os.environ | {"DATABASE_URL": url, "CONCURRENCY": str(concurrency), "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"}
     wrap = os.environ.get("BENCH_WRAP_WORKER", "").split()
     worker = subprocess.Popen([*wrap, sys.executable, "-m", "app.cli", "worker"], cwd=ROOT, env=env,
@@ -119,10 +126,10 @@ def drain(url: str, receiver: str, n: int, concurrency: int) -> float:
         while not asyncio.run(listening(url)):  # start-up is not part of the measurement
             time.sleep(0.05)
         time.sleep(0.5)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), cpu_seconds(worker.pid)
         asyncio.run(enqueue(url, receiver, n))  # commits all at once; NOTIFY wakes the worker
         asyncio.run(wait_completed(url, n))
-        return time.monotonic() - started
+        return time.monotonic() - started, cpu_seconds(worker.pid) - cpu
     finally:
         worker.terminate()
         worker.wait(timeout=30)
@@ -145,7 +152,7 @@ def run(operations: int = 2000, concurrency: int = 50, repeat: int = 3) -> None:
     receiver_module.write_text(RECEIVER.format(latency=LATENCY))
     receiver = subprocess.Popen([sys.executable, "-m", "uvicorn", "bench._slow_receiver:app", "--port", str(port),
                                  "--log-level", "warning", "--no-access-log", "--backlog", "4096"], cwd=ROOT)
-    rates = []
+    rates, cpu_per_delivery = [], []
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -161,8 +168,9 @@ def run(operations: int = 2000, concurrency: int = 50, repeat: int = 3) -> None:
             asyncio.run(admin(f'CREATE DATABASE "{database}"'))
             try:
                 upgrade(dsn(database))
-                seconds = drain(dsn(database), f"http://127.0.0.1:{port}/hook", operations, concurrency)
+                seconds, cpu = drain(dsn(database), f"http://127.0.0.1:{port}/hook", operations, concurrency)
                 rates.append(operations / seconds)
+                cpu_per_delivery.append(cpu / operations * 1e6)
             finally:
                 asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
     finally:
@@ -175,6 +183,9 @@ def run(operations: int = 2000, concurrency: int = 50, repeat: int = 3) -> None:
           f"1 worker, CONCURRENCY={concurrency}, {repeat} runs")
     print(f"  deliveries/s median {median:7.1f}  min {min(rates):7.1f}  max {max(rates):7.1f}")
     print(f"  ideal {ideal:.0f}/s; median is {100 * median / ideal:.0f} % of ideal (target >= 80 %)")
+    cpu = statistics.median(cpu_per_delivery)
+    print(f"  worker CPU per delivery median {cpu:.0f} us (min {min(cpu_per_delivery):.0f}, max {max(cpu_per_delivery):.0f}):"
+          f" {cpu * ideal / 1e6:.2f} of a core at the ideal rate")
 
 
 if __name__ == "__main__":
