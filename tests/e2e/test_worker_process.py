@@ -7,12 +7,13 @@ import sys
 from collections import Counter
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from app.queue.operation import Status
 from app.queue.repository import operations
 from tests.api.conftest import make_settings, serve
 from tests.api.factories import create_form, submit
+from tests.polling import counts, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -33,20 +34,6 @@ async def start_worker(env: dict[str, str]) -> asyncio.subprocess.Process:
         sys.executable, "-m", "app.cli", "worker", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
-
-
-async def counts(engine) -> Counter:
-    async with engine.connect() as connection:
-        rows = await connection.execute(select(operations.c.status, func.count()).group_by(operations.c.status))
-        return Counter(dict(rows.all()))
-
-
-async def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def queue_webhooks(database_url, fake_providers, n: int) -> None:

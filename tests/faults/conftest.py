@@ -2,16 +2,13 @@
 
 import asyncio
 import sys
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_engine
-from app.queue.repository import operations
 from tests.e2e.test_worker_process import worker_env
 
 __all__ = ["worker_env"]
@@ -58,19 +55,3 @@ class WorkerProcess:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-async def counts(engine: AsyncEngine) -> Counter:
-    """Operations by status."""
-    async with engine.connect() as connection:
-        rows = await connection.execute(select(operations.c.status, func.count()).group_by(operations.c.status))
-        return Counter(dict(rows.all()))
-
-
-async def wait_for(predicate, timeout: float, what: str) -> None:
-    """Poll an async predicate until it is true, or fail after `timeout` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.1)

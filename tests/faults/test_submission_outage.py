@@ -5,7 +5,6 @@ a lost server looks like (connections reset, new ones refused) and the same app 
 answer 201 again once the proxy is back, with no restart.
 """
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,6 +14,7 @@ from sqlalchemy.engine import make_url
 from tests.api.conftest import make_settings, serve
 from tests.api.factories import count_rows, create_form, every_integration, submit
 from tests.faults.tcp_proxy import TcpProxy
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -111,13 +111,12 @@ async def test_a_database_that_stops_answering_is_503_within_the_statement_timeo
 
 
 async def rows_settle_at(engine, expected: tuple[int, int], within: float = 5.0) -> bool:
-    """True once (submissions, operations) equals `expected`; False if it has not within `within` s."""
-    deadline = asyncio.get_running_loop().time() + within
-    while (rows := await count_rows(engine)) != expected:
-        if asyncio.get_running_loop().time() > deadline:
-            print("rows:", rows)
-            return False
-        await asyncio.sleep(0.05)
+    """True once (submissions, operations) equals `expected`; AssertionError if not within `within` s."""
+
+    async def settled() -> bool:
+        return await count_rows(engine) == expected
+
+    await wait_for(settled, within, f"(submissions, operations) to be {expected}")
     return True
 
 

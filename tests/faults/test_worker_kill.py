@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 
 from app.queue.operation import Status
-from tests.faults.conftest import WorkerProcess, counts, wait_for, worker_env
+from tests.faults.conftest import WorkerProcess, worker_env
+from tests.polling import counts, wait_for
 from tests.faults.test_worker_outage import queue_webhooks
 
 pytestmark = pytest.mark.postgres

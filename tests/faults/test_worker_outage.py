@@ -14,7 +14,8 @@ from sqlalchemy.engine import make_url
 from app.queue.operation import Status
 from tests.api.conftest import make_settings, serve
 from tests.api.factories import ADMIN, create_form, submit
-from tests.faults.conftest import WorkerProcess, counts, wait_for, worker_env
+from tests.faults.conftest import WorkerProcess, worker_env
+from tests.polling import counts, wait_for
 from tests.faults.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
