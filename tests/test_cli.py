@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -10,6 +11,7 @@ import time
 
 import httpx
 import pytest
+from standardwebhooks import Webhook
 
 from app import cli
 from app.migrations import head_revision
@@ -43,20 +45,58 @@ def test_serve_answers_health_and_readiness(tmp_path, bare_env):
     server = subprocess.Popen([*INTAKE, "serve", "--port", str(port)], cwd=tmp_path, env=bare_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                health = httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None, server.stdout.read().decode()
-                assert time.monotonic() < deadline, "intake serve did not answer within 30 s"
-                time.sleep(0.1)
+        health = wait_until_serving(server, base)
         assert health.json() == {"status": "ok"}
         assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def wait_until_serving(server: subprocess.Popen, base: str) -> httpx.Response:
+    """The first answer of /healthz; fails with the server's output if it exits or is silent for 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return httpx.get(f"{base}/healthz", timeout=1)
+        except httpx.TransportError:
+            assert server.poll() is None, server.stdout.read().decode()
+            assert time.monotonic() < deadline, "intake serve did not answer within 30 s"
+            time.sleep(0.1)
+
+
+def test_serve_with_worker_delivers_a_webhook_without_a_cron_call(tmp_path, bare_env, webhook_receiver):
+    env = bare_env | {"WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "ADMIN_TOKEN": "serve-worker-admin"}
+    admin = {"Authorization": "Bearer serve-worker-admin"}
+    subprocess.run([*INTAKE, "migrate"], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
+    port = free_port()
+    # What `make run` runs: the API with a worker inside it, and no scheduler calling /api/queue/process.
+    server = subprocess.Popen([*INTAKE, "serve", "--worker", "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(server, base)
+        hook = {"id": "hook", "type": "webhook", "url": webhook_receiver.url_for("/serve-worker")}
+        created = httpx.post(f"{base}/api/forms", json={"name": "Contact", "fields": [{"name": "name", "type": "text"}], "integrations": [hook]}, headers=admin, timeout=10)
+        assert created.status_code == 201, created.text
+        form = created.json()
+        submitted = httpx.post(f"{base}/api/forms/{form['id']}/submissions", json={"data": {"name": "Ada"}}, timeout=10)
+        assert submitted.status_code == 201, submitted.text
+        deadline = time.monotonic() + 15
+        while not webhook_receiver.deliveries("/serve-worker"):
+            assert server.poll() is None, server.stdout.read().decode()
+            assert time.monotonic() < deadline, "no webhook arrived within 15 s of the submission"
+            time.sleep(0.1)
+        [delivery] = webhook_receiver.deliveries("/serve-worker")
+        event = Webhook(form["webhook_secrets"]["hook"]).verify(delivery.body, delivery.headers)  # raises if unsigned
+        assert event["data"]["submission_id"] == submitted.json()["id"]
+        assert event["data"]["data"] == {"name": "Ada"}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    output = server.stdout.read().decode()
+    # uvicorn re-raises the SIGTERM it handled, once shut down: -15 is its clean exit.
+    assert server.returncode in (0, -signal.SIGTERM), output
+    assert '"worker stopped"' in output and "Application shutdown complete" in output, output
 
 
 def test_production_refuses_to_start_without_secrets_and_names_them(tmp_path, bare_env):

@@ -1,19 +1,32 @@
 """Submitting to a form the app has seen before: one statement on PostgreSQL, never a stale form.
 
-The app keeps a snapshot of each form it took a submission for (app/forms/cache.py). Every test
-here changes the form through a second app, whose writes the first app's snapshot cannot know
-of, and checks that the first app still answers what the form is now.
+The app keeps a snapshot of each form it took a submission for (app/forms/cache.py). Most tests
+here change the form through a second app, whose writes the first app's snapshot cannot know
+of, and check that the first app still answers what the form is now; the last ones check that
+the one-statement path keeps the long path's guarantees (concurrent duplicates, all or nothing).
 """
 
+import asyncio
 import uuid
+from collections import Counter
 from contextlib import contextmanager
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import event, select
 
 from app.models import AsyncOperation, FormSubmission
+from app.submissions import service
 from tests.api.conftest import make_settings, serve
-from tests.api.factories import ADMIN, count_rows, create_form, make_data, submit
+from tests.api.factories import (
+    ADMIN,
+    CREATED_NOW,
+    count_rows,
+    create_form,
+    every_integration,
+    make_data,
+    submit,
+)
 
 HOOK = {"id": "hook", "type": "webhook", "url": "https://hooks.example.com/intake"}
 RECEIPT = {"id": "receipt", "type": "email", "to_field": "email", "template": "submission_receipt"}
@@ -146,3 +159,48 @@ async def test_a_replayed_idempotency_key_answers_the_first_submission(client, e
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["id"] == first.json()["id"]
     assert await count_rows(engine) == (2, 4)
+
+
+async def test_twenty_concurrent_duplicates_to_a_known_form_make_one_submission(client, engine, database_url):
+    form = await create_form(client, integrations=every_integration())
+    assert (await submit(client, form["id"])).status_code == 201  # the app reads the form once
+    key = {"Idempotency-Key": "race"}
+    with statements_of(client) as sent:
+        responses = await asyncio.gather(*(submit(client, form["id"], headers=key) for _ in range(20)))
+    if database_url.startswith("postgresql"):  # every duplicate tried the one statement first
+        assert sum(statement.lstrip().startswith("WITH form AS") for statement in sent) == 20, sent
+    codes = Counter(response.status_code for response in responses)
+    assert codes == {201: 1, 200: 19}, [response.text for response in responses if response.status_code >= 300]
+    ids = {response.json()["id"] for response in responses}
+    assert len(ids) == 1
+    assert await count_rows(engine) == (2, 14)
+    view = (await client.get(f"/api/submissions/{ids.pop()}", headers=ADMIN)).json()
+    assert {op["integration_id"] for op in view["operations"]} == CREATED_NOW | {"reminder"}
+
+
+@pytest.mark.postgres
+async def test_a_one_statement_submission_whose_operations_fail_saves_nothing(pg_url, pg_engine, monkeypatch):
+    used = []
+
+    def record_violating_a_constraint(operation):
+        used.append(operation)
+        return real_record(operation) | {"max_attempts": 0}  # CHECK max_attempts >= 1 refuses it
+
+    real_record = service._record
+    async with serve(make_settings(pg_url)) as client:
+        form = await create_form(client, integrations=[HOOK, RECEIPT])
+        assert (await submit(client, form["id"])).status_code == 201  # the app reads the form once
+        before = await count_rows(pg_engine)
+        monkeypatch.setattr(service, "_record", record_violating_a_constraint)
+        # A guard against a hang, not a timing assertion: the answer must come at all.
+        response = await asyncio.wait_for(submit(client, form["id"], make_data(name="Grace Hopper")), timeout=30)
+        monkeypatch.setattr(service, "_record", real_record)
+        assert used, "the submission did not take the one-statement path"
+        assert response.status_code == 500, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        assert "request id" in response.json()["detail"]
+        assert response.headers["x-request-id"] in response.json()["detail"]
+        assert "Check" not in response.text and "Traceback" not in response.text
+        assert await count_rows(pg_engine) == before == (1, 2)
+        assert (await submit(client, form["id"])).status_code == 201  # the connection is usable again
+        assert await count_rows(pg_engine) == (2, 4)

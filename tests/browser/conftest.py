@@ -34,15 +34,30 @@ CHROMIUM_ARGS = [
 ]
 
 
+SKIP_BROWSER = (
+    f"Browser tests SKIPPED: there is no Chromium at {CHROMIUM} — install Debian's chromium "
+    "(apt-get install chromium) or point INTAKE_CHROMIUM at one"
+)
+#: How many browser tests this run skipped for want of Chromium (read by the terminal summary).
+_skipped = pytest.StashKey[int]()
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     if shutil.which(CHROMIUM) or os.path.exists(CHROMIUM):
         return
     if os.environ.get("INTAKE_REQUIRE_BROWSER") == "1":
         pytest.exit(f"INTAKE_REQUIRE_BROWSER=1 but there is no Chromium at {CHROMIUM}", returncode=3)
     skip = pytest.mark.skip(reason=f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
-    for item in items:
-        if "tests/browser" in str(item.fspath):
-            item.add_marker(skip)
+    browser = [item for item in items if "tests/browser" in str(item.fspath)]
+    for item in browser:
+        item.add_marker(skip)
+    config.stash[_skipped] = len(browser)
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    # -rfE (pyproject) does not list skips: without this line they would pass unnoticed.
+    if skipped := config.stash.get(_skipped, 0):
+        terminalreporter.write_line(f"{SKIP_BROWSER}; {skipped} tests did not run.", yellow=True, bold=True)
 
 
 def _free_port() -> int:

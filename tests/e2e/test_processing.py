@@ -161,6 +161,20 @@ async def test_a_500_is_retried_after_the_backoff_and_delivered_later_with_the_s
     Webhook(secret).verify(second.body, second.headers)
 
 
+async def test_a_webhook_to_loopback_is_refused_as_permanent_and_nothing_is_sent(settings_for, webhook_receiver, engine):
+    async with serve(settings_for(webhook_allow_private_networks=False)) as client:
+        form, _ = await webhook_form(client, webhook_receiver)  # http://127.0.0.1:<port>/hooks/crm
+        submission_id = (await submit(client, form["id"])).json()["id"]
+        summary = await process(client)
+        assert (summary["claimed"], summary["completed"], summary["retried"], summary["dead"]) == (1, 0, 0, 1)
+        op = await webhook_operation(client, engine, submission_id)
+    assert op.status is Status.DEAD and op.attempts == 1
+    assert "127.0.0.1, a loopback address" in op.last_error and "private networks are not allowed" in op.last_error
+    [entry] = op.error_history
+    assert entry["code"] == "ssrf_refused"
+    assert webhook_receiver.requests == []
+
+
 async def test_backoff_after_a_500_is_five_minutes_within_jitter(settings_for, webhook_receiver, engine):
     webhook_receiver.fail(503, times=1)
     async with serve(settings_for()) as client:
