@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -102,7 +103,22 @@ async def _run_worker(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, worker.stop)
-        await worker.run()
+        with contextlib.ExitStack() as stack:
+            if settings.worker_metrics_port:
+                _serve_worker_metrics(stack, parts)
+            await worker.run()
+
+
+def _serve_worker_metrics(stack: contextlib.ExitStack, parts) -> None:
+    """Serve the worker's own metrics at WORKER_METRICS_PORT until `stack` closes."""
+    from app.observability.metrics import served
+
+    host, port = parts.settings.host, parts.settings.worker_metrics_port
+    try:
+        bound = stack.enter_context(served(parts.metrics, host, port))
+    except OSError as error:
+        sys.exit(f"intake: cannot serve worker metrics on {host}:{port} (WORKER_METRICS_PORT): {error.strerror or error}")
+    logging.getLogger("intake.worker").info("worker metrics served", extra={"url": f"http://{host}:{bound}/metrics"})
 
 
 def _process(args: argparse.Namespace) -> None:

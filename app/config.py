@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     host: str = Field(
         "127.0.0.1",
         description=(
-            "Address `intake serve` listens on. Set `0.0.0.0` to accept connections from other machines "
-            "(the Docker image does); `intake serve --host` overrides it."
+            "Address `intake serve` listens on, and an `intake worker` serves its metrics on (see "
+            "WORKER_METRICS_PORT). Set `0.0.0.0` to accept connections from other machines (the Docker "
+            "image does); `intake serve --host` overrides it."
         ),
     )
     port: int = Field(
@@ -193,6 +194,16 @@ class Settings(BaseSettings):
             "Seconds a stopping worker (SIGTERM, SIGINT) lets in-flight operations finish; what still "
             "runs after it is cancelled and released with its attempt unspent. Keep it below your "
             "platform's stop timeout (Docker's 10 s default: use `docker stop -t 30`)."
+        ),
+    )
+    worker_metrics_port: int = Field(
+        0, ge=0, le=65535,
+        description=(
+            "Port on which an `intake worker` serves its own Prometheus metrics (processed operations, "
+            "durations, claim sizes) at `http://HOST:PORT/metrics`; 0 = off (the default). A worker serves "
+            "no other HTTP, so set it (e.g. 9100) wherever Prometheus should scrape workers; queue depth "
+            "stays on the API's /metrics. `intake serve --worker` ignores it: its worker counts on the API's "
+            "/metrics."
         ),
     )
     embedded_worker: bool = Field(

@@ -14,13 +14,13 @@ from urllib.parse import quote
 from app.forms.schema import AirtableIntegration
 from app.integrations import common
 from app.integrations.base import HandlerContext, SubmissionSnapshot
-from app.integrations.http import send
+from app.integrations.http import answered, send
 
 MERGE_FIELD = "Submission ID"
 
 
 async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
-    """Upsert the submission's record; the result holds its Airtable record id."""
+    """Upsert the submission's record; the result holds its Airtable record id, the status and an excerpt."""
     entry = common.entry(payload, AirtableIntegration)
     api_key = common.credential(ctx.settings.airtable_api_key, "AIRTABLE_API_KEY")
     fields = record_fields(common.form(ctx).fields, common.submission(ctx))
@@ -34,7 +34,7 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
         headers={"Authorization": f"Bearer {api_key}"},
         json={"performUpsert": {"fieldsToMergeOn": [MERGE_FIELD]}, "records": [{"fields": fields}], "typecast": True},
     )
-    return upsert_result(reply.json())
+    return upsert_result(reply.json()) | answered(reply)
 
 
 def upsert_result(answer: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from app.forms.schema import EmailChannel, EmailIntegration
 from app.integrations import common
 from app.integrations.base import HandlerContext, PermanentError
-from app.integrations.http import send
+from app.integrations.http import answered, send
 from app.integrations.templates import render_email
 
 # Deliberately loose (RFC 5322 allows a lot); it refuses what certainly is not one address.
@@ -52,7 +52,8 @@ async def send_email(
         },
     )
     answer = reply.json()
-    return {"email_id": answer.get("id") if isinstance(answer, dict) else None, "template": channel.template}
+    email_id = answer.get("id") if isinstance(answer, dict) else None
+    return {"email_id": email_id, "template": channel.template} | answered(reply)
 
 
 def recipient(data: dict[str, Any], to_field: str) -> str:

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -117,12 +117,14 @@ class _Sharded(httpx.AsyncBaseTransport):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A 2xx answer: status, headers and at most `cap` bytes of body."""
+    """A 2xx answer: status, headers, at most `cap` bytes of body, and the secrets its request named."""
 
     status: int
     headers: httpx.Headers
     body: bytes
     truncated: bool
+    #: What `send` was told to redact, kept so that `answered` redacts the same; never shown.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON (or was cut off)."""
@@ -159,7 +161,9 @@ async def send(
     error = response_error(response.status_code, response.headers, body, service=service, secrets=secrets)
     if error is not None:
         raise error
-    return Reply(status=response.status_code, headers=response.headers, body=body, truncated=truncated)
+    return Reply(
+        status=response.status_code, headers=response.headers, body=body, truncated=truncated, secrets=tuple(secrets)
+    )
 
 
 def request_failure(error: Exception, *, service: str, secrets: Iterable[str] = ()) -> IntegrationError:
@@ -250,6 +254,17 @@ def excerpt(body: bytes, secrets: Iterable[str] = ()) -> str:
     # Redacted before it is cut, so that a secret straddling the cut cannot leave its first half.
     text = redact(body.decode("utf-8", errors="replace"), secrets)
     return " ".join(text.split())[:EXCERPT_CHARS]
+
+
+def answered(reply: Reply, also_redact: Iterable[str | None] = ()) -> dict[str, Any]:
+    """What a successful attempt shows an admin: the provider's HTTP status and a redacted excerpt.
+
+    Every handler's result carries these two keys from here, so that GET /api/operations/{id}
+    shows a success the way it shows a failure. Redacted are the request's secrets and
+    `also_redact` (a credential the answer itself carries, such as a Plaid access token).
+    """
+    secrets = [*reply.secrets, *(s for s in also_redact if s)]
+    return {"http_status": reply.status, "excerpt": excerpt(reply.body, secrets)}
 
 
 def provider_detail(body: bytes) -> str | None:

@@ -32,11 +32,12 @@ from typing import Any
 from app.forms.schema import PlaidIntegration
 from app.integrations import common
 from app.integrations.base import HandlerContext, IntegrationError, PermanentError, TransientError
-from app.integrations.http import send
+from app.integrations.http import answered, send
 
 #: Identity answers list every account with its owners' details; more than the default 64 KiB cap
 #: is plausible for someone with many accounts, and the summary needs the whole document.
 BODY_CAP = 1024 * 1024
+IDENTITY_PATH = "/identity/get"
 #: Pauses between the in-attempt retries of /identity/get (the access token cannot wait for the
 #: next attempt); short, so that they fit well inside the operation's 30 s deadline.
 IDENTITY_RETRY_DELAYS = (1.0, 3.0)
@@ -47,7 +48,7 @@ SPENT = (
 
 
 async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
-    """Exchange, fetch identity, remove the Item, store the summary; the result holds counts only."""
+    """Exchange, fetch identity, remove the Item, store the summary; the result holds counts and `_Plaid.shown`."""
     entry = common.entry(payload, PlaidIntegration)
     plaid = _Plaid(ctx)
     if (ctx.operation.result or {}).get("exchanged"):
@@ -61,7 +62,7 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     identity, removed = await _identity_then_remove(plaid, access_token)
     summary = summarize(identity)
     await ctx.effects.save_enrichment(summary)
-    return {"exchanged": True, "accounts": len(summary["accounts"]), "item_removed": removed}
+    return {"exchanged": True, "accounts": len(summary["accounts"]), "item_removed": removed, **plaid.shown}
 
 
 def summarize(identity: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +115,7 @@ async def _identity_then_remove(plaid: "_Plaid", access_token: str) -> tuple[dic
 async def _identity(plaid: "_Plaid", access_token: str) -> dict[str, Any]:
     for delay in (*IDENTITY_RETRY_DELAYS, None):
         try:
-            return await plaid.call("/identity/get", access_token=access_token)
+            return await plaid.call(IDENTITY_PATH, access_token=access_token)
         except IntegrationError as error:
             if delay is None or not _worth_retrying(error):
                 raise
@@ -136,13 +137,19 @@ async def _remove(plaid: "_Plaid", access_token: str) -> bool:
 
 
 class _Plaid:
-    """Plaid calls with the client id and secret in the JSON body, as Plaid's API takes them."""
+    """Plaid calls with the client id and secret in the JSON body, as Plaid's API takes them.
+
+    `shown` is what the attempt shows an admin (`answered`): the last answer that may be shown,
+    /item/remove's, or the exchange's if the removal failed, with the access token redacted.
+    Identity answers are never excerpted: they hold the applicant's details beyond the summary.
+    """
 
     def __init__(self, ctx: HandlerContext):
         self._http = ctx.http
         self._url = ctx.settings.plaid_base_url.rstrip("/")
         self._client_id = common.credential(ctx.settings.plaid_client_id, "PLAID_CLIENT_ID")
         self._secret = common.credential(ctx.settings.plaid_secret, "PLAID_SECRET")
+        self.shown: dict[str, Any] = {}
 
     async def call(self, path: str, **body: str) -> dict[str, Any]:
         """POST `body` to `path` with the credentials; Plaid's JSON answer."""
@@ -159,4 +166,7 @@ class _Plaid:
         answer = reply.json()
         if not isinstance(answer, dict):
             raise TransientError(f"Plaid answered {path} with something that is not JSON", code="unexpected_answer")
+        if path != IDENTITY_PATH:
+            token = answer.get("access_token")
+            self.shown = answered(reply, [token if isinstance(token, str) else None])
         return answer

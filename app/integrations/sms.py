@@ -16,7 +16,7 @@ from typing import Any
 from app.forms.schema import SmsChannel, SmsIntegration
 from app.integrations import common
 from app.integrations.base import HandlerContext, PermanentError
-from app.integrations.http import send
+from app.integrations.http import answered, send
 from app.integrations.templates import render_sms
 
 _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
@@ -48,7 +48,7 @@ async def send_sms(ctx: HandlerContext, channel: SmsChannel) -> dict[str, Any]:
     )
     answer = reply.json()
     answer = answer if isinstance(answer, dict) else {}
-    return {"message_sid": answer.get("sid"), "twilio_status": answer.get("status")}
+    return {"message_sid": answer.get("sid"), "twilio_status": answer.get("status")} | answered(reply)
 
 
 def phone_number(data: dict[str, Any], to_field: str) -> str:

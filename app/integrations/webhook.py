@@ -31,7 +31,7 @@ import httpx
 from app.forms.schema import SUBMISSION_CREATED, WebhookIntegration
 from app.integrations import common
 from app.integrations.base import DisableIntegration, HandlerContext, PermanentError, SubmissionSnapshot
-from app.integrations.http import Reply, excerpt, send
+from app.integrations.http import Reply, answered, send
 
 SECRET_PREFIX = "whsec_"
 
@@ -47,8 +47,7 @@ async def handle(payload: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]
     headers = signed_headers(stored["secret"], message_id, int(time.time()), body)
     # The stored URL, like the secret: an admin who fixes a URL and retries reaches the new one.
     reply = await _deliver(ctx.http, str(stored["url"]), body, headers, secret=stored["secret"])
-    answer = excerpt(reply.body, _secret_forms(stored["secret"]))
-    return {"http_status": reply.status, "webhook_id": message_id, "excerpt": answer}
+    return {"webhook_id": message_id, **answered(reply)}
 
 
 def signed_headers(secret: str, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:

@@ -5,7 +5,10 @@ Nothing is registered in prometheus-client's global registry: each runtime build
 instrument: it is read from the database at scrape time and exposed from that snapshot.
 """
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -59,6 +62,22 @@ class Metrics:
         """Count one recorded attempt and observe its duration."""
         self.processed.labels(type=operation_type, outcome=outcome).inc()
         self.duration.labels(type=operation_type).observe(duration_ms / 1000)
+
+
+@contextmanager
+def served(metrics: Metrics, host: str, port: int) -> Iterator[int]:
+    """Serve these instruments at http://host:port/metrics from a thread; yield the port bound.
+
+    For `intake worker`, which serves no other HTTP. Only the instruments: queue depth is read by
+    the API's /metrics, one scrape target being enough for a database-wide figure.
+    """
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 class QueueSnapshot(Collector):

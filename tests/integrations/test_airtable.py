@@ -1,3 +1,5 @@
+from unittest.mock import ANY
+
 import pytest
 
 from app.integrations import airtable
@@ -24,7 +26,8 @@ async def test_upserts_the_submission_with_fields_named_by_label(settings, http,
         "Phone": "+44 20 7946 0958",
         "Submission ID": str(ctx.submission.id),
     }
-    assert result == {"record_id": row["id"], "created": True}
+    assert result == {"record_id": row["id"], "created": True, "http_status": 200, "excerpt": ANY}
+    assert row["id"] in result["excerpt"]
     [request] = fake_airtable.requests
     assert request.method == "PATCH"
     assert request.headers["authorization"] == f"Bearer {credentials.AIRTABLE_API_KEY}"
@@ -50,7 +53,7 @@ async def test_running_again_updates_the_same_record(settings, http, fake_airtab
     second = await airtable.handle(ctx.operation.payload, ctx)
 
     assert len(fake_airtable.rows(BASE, "Applicants")) == 1
-    assert second == {"record_id": first["record_id"], "created": False}
+    assert second == {"record_id": first["record_id"], "created": False, "http_status": 200, "excerpt": ANY}
 
 
 async def test_the_table_name_is_url_encoded(settings, http, fake_airtable):

@@ -1,3 +1,5 @@
+from unittest.mock import ANY
+
 import pytest
 
 from app.forms.schema import STATUS_CHANGED
@@ -23,7 +25,7 @@ async def test_sends_the_receipt_through_resend_with_an_idempotency_key(settings
     assert "Hello Ada Lovelace" in sent["text"] and "Hello Ada Lovelace" in sent["html"]
     assert str(ctx.submission.id) in sent["text"]
     assert sent["idempotency_key"] == f"intake/{ctx.operation.id}/email"
-    assert result == {"email_id": sent["id"], "template": "submission_receipt"}
+    assert result == {"email_id": sent["id"], "template": "submission_receipt", "http_status": 200, "excerpt": f'{{"id":"{sent["id"]}"}}'}
     [request] = fake_resend.requests
     assert request.headers["authorization"] == f"Bearer {credentials.RESEND_API_KEY}"
 

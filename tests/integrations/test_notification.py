@@ -1,3 +1,5 @@
+from unittest.mock import ANY
+
 import pytest
 
 from app.integrations import notification
@@ -20,8 +22,10 @@ async def test_sends_both_channels_and_records_each(settings, http, fake_resend,
     [email] = fake_resend.emails
     [message] = fake_twilio.messages
     assert result == {
-        "email": {"status": "sent", "email_id": email["id"], "template": "submission_receipt"},
-        "sms": {"status": "sent", "message_sid": message["sid"], "twilio_status": "queued"},
+        "email": {"status": "sent", "email_id": email["id"], "template": "submission_receipt",
+                  "http_status": 200, "excerpt": ANY},
+        "sms": {"status": "sent", "message_sid": message["sid"], "twilio_status": "queued",
+                "http_status": 201, "excerpt": ANY},
     }
     assert message["body"] == "Received, Ada Lovelace."
     assert email["idempotency_key"] == f"intake/{ctx.operation.id}/notification-email"

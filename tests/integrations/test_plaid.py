@@ -1,4 +1,5 @@
 import json
+from unittest.mock import ANY
 
 import pytest
 
@@ -40,7 +41,8 @@ async def test_stores_a_minimal_summary_and_never_the_access_token(settings, htt
         {"name": "Plaid Saving", "type": "depository", "subtype": "savings", "mask": "1111"},
     ]
     assert set(summary) == {"source", "institution_id", "owner_names", "accounts", "fetched_at"}
-    assert result == {"exchanged": True, "accounts": 2, "item_removed": True}
+    assert result == {"exchanged": True, "accounts": 2, "item_removed": True, "http_status": 200, "excerpt": ANY}
+    assert result["excerpt"].startswith('{"request_id":')  # /item/remove's answer, never the identity
     stored = everything_stored(ctx, result)
     [access_token] = fake_plaid.issued_access_tokens
     assert access_token not in stored

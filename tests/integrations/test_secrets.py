@@ -58,3 +58,34 @@ async def test_plaid_redacts_its_secret_and_the_access_token_from_an_echo(settin
     assert "[redacted]" in text
     assert access_token not in text
     assert credentials.PLAID_SECRET not in text
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_an_echoing_provider_success_is_shown_with_its_status_and_redacted(request, settings, http, case):
+    handler, entry, fake_name = CASES[case]
+    fake = request.getfixturevalue(fake_name)
+    fake.respond(200, body=echo, times=1)
+    ctx = make_context(settings, http, entry)
+
+    result = await handler.handle(ctx.operation.payload, ctx)
+
+    assert result["http_status"] == 200
+    assert "[redacted]" in result["excerpt"]  # the echo was in view
+    for secret in (*credentials.SECRETS, BASIC):
+        assert secret not in json.dumps(result)
+
+
+async def test_plaid_shows_a_success_without_the_access_token_or_the_identity(settings, http, fake_plaid):
+    form = make_form(integrations=[{"id": "b", "type": "plaid_enrichment", "public_token_field": "plaid_public_token"}])
+    submission = make_submission(form, plaid_public_token=fake_plaid.issue_public_token())
+    ctx = make_context(settings, http, form.integrations[0], form=form, submission=submission)
+    fake_plaid.fail(500, path="/item/remove", times=None)  # the exchange's answer is then the one shown
+
+    result = await plaid.handle(ctx.operation.payload, ctx)
+
+    [access_token] = fake_plaid.issued_access_tokens
+    assert (result["item_removed"], result["http_status"]) == (False, 200)
+    assert '"access_token":"[redacted]"' in result["excerpt"] and '"item_id"' in result["excerpt"]
+    stored = json.dumps(result)
+    for leak in (access_token, credentials.PLAID_SECRET, "accountholder0@example.com", "Alberta"):
+        assert leak not in stored

@@ -1,4 +1,5 @@
 import base64
+from unittest.mock import ANY
 
 import pytest
 
@@ -22,7 +23,8 @@ async def test_sends_a_form_encoded_message_with_basic_auth(settings, http, fake
     assert message["to"] == "+442079460958"
     assert message["from"] == credentials.TWILIO_FROM_NUMBER
     assert message["body"] == "Thanks Ada Lovelace, we got it."
-    assert result == {"message_sid": message["sid"], "twilio_status": "queued"}
+    assert result == {"message_sid": message["sid"], "twilio_status": "queued", "http_status": 201, "excerpt": ANY}
+    assert f'"sid":"{message["sid"]}"' in result["excerpt"]
     [request] = fake_twilio.requests
     assert request.path == f"/2010-04-01/Accounts/{credentials.TWILIO_ACCOUNT_SID}/Messages.json"
     assert request.headers["content-type"] == "application/x-www-form-urlencoded"
