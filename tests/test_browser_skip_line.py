@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_browser_tests(chromium: str, *args: str) -> subprocess.CompletedProcess:
     """pytest on tests/browser in a child process, with INTAKE_CHROMIUM pointing at `chromium`."""
-    env = {k: v for k, v in os.environ.items() if k not in {"TEST_DATABASE_URL", "INTAKE_REQUIRE_BROWSER", "PYTEST_ADDOPTS"}}
+    env = {k: v for k, v in os.environ.items() if k not in {"TEST_DATABASE_URL", "INTAKE_REQUIRE_BROWSER", "INTAKE_REQUIRE_POSTGRES", "PYTEST_ADDOPTS"}}
     env["INTAKE_CHROMIUM"] = chromium
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/browser", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
