@@ -133,11 +133,26 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
 CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, sa_exc.TimeoutError, sa_exc.DBAPIError)
 
 
+#: What PostgreSQL answers when it cannot take a connection now: too many clients (53300), or
+#: starting up or shutting down (57P03). Not the caller's fault; it may work a moment later.
+_REFUSED_CONNECTION = (asyncpg.TooManyConnectionsError, asyncpg.CannotConnectNowError)
+
+
 def is_connection_error(error: BaseException) -> bool:
     """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
     if isinstance(error, sa_exc.DBAPIError):
-        return error.connection_invalidated or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
-    return isinstance(error, CONNECTION_ERRORS)
+        if error.connection_invalidated or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
+            return True
+        return any(isinstance(cause, _REFUSED_CONNECTION) for cause in _causes(error))
+    return isinstance(error, CONNECTION_ERRORS + _REFUSED_CONNECTION)
+
+
+def _causes(error: BaseException):
+    """The exceptions `error` was raised from, nearest first (SQLAlchemy wraps the driver's)."""
+    seen = set()
+    while (error := error.__cause__ or error.__context__) is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
 
 
 #: What asyncpg raises when the connection breaks under a statement (TimeoutError is an OSError).

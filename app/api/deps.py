@@ -4,6 +4,7 @@ import uuid
 
 from fastapi import HTTPException, Request, status
 
+from app.db import SessionDep
 from app.limits.submissions import check_submission, client_address
 
 
@@ -22,9 +23,13 @@ async def require_json(request: Request) -> None:
         )
 
 
-async def limit_submissions(form_id: uuid.UUID, request: Request) -> None:
-    """Dependency: count this submission against the abuse limits; RateLimited (429) past them."""
+async def limit_submissions(form_id: uuid.UUID, request: Request, session: SessionDep) -> None:
+    """Dependency: count this submission against the abuse limits; RateLimited (429) past them.
+
+    It runs on the request's session (FastAPI hands the route the same one), before the route
+    uses it: one pooled connection serves both the count and the submission.
+    """
     settings = request.app.state.settings
     peer = request.client.host if request.client else None
     client = client_address(settings, request.headers, peer)
-    await check_submission(request.app.state.sessionmaker, settings, form_id, client)
+    await check_submission(session, settings, form_id, client)

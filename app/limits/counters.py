@@ -19,7 +19,7 @@ from sqlalchemy import Integer, Text, bindparam, delete, update
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import DriverStatement
 from app.dbtypes import epoch_seconds, window_index
@@ -68,21 +68,23 @@ async def hit_many(session: AsyncSession, keys: Sequence[str], window_seconds: i
     return _counts(rows, keys, window_seconds)
 
 
-async def hit_now(sessions: async_sessionmaker[AsyncSession], keys: Sequence[str], window_seconds: int) -> list[Count]:
+async def hit_now(session: AsyncSession, keys: Sequence[str], window_seconds: int) -> list[Count]:
     """`hit_many` in a statement of its own, committed at once, as cheaply as it can be.
 
-    On PostgreSQL it runs on the driver's connection outside any transaction (one round trip,
-    none of SQLAlchemy's execution layer: this is on every submission); SQLite gets a transaction.
+    `session` must not be in a transaction yet. On PostgreSQL the statement runs on the driver's
+    connection outside any transaction (one round trip, none of SQLAlchemy's execution layer:
+    this is on every submission); SQLite gets a transaction of its own, committed here.
     """
+    if session.in_transaction():
+        raise RuntimeError("hit_now commits on its own: call it before the session's transaction begins")
     values = _hit_values(keys, window_seconds)
-    async with sessions() as session:
-        dialect = session.get_bind().dialect
-        if dialect.name == "postgresql":
-            rows = await _driver_statement(_hit_statement(dialect.name, len(keys)), dialect).fetch(session, values)
-            rows = [tuple(row) for row in rows]
-        else:
-            async with session.begin():
-                rows = (await session.execute(_hit_statement(dialect.name, len(keys)), values)).all()
+    dialect = session.get_bind().dialect
+    statement = _hit_statement(dialect.name, len(keys))
+    if dialect.name == "postgresql":
+        rows = [tuple(row) for row in await _driver_statement(statement, dialect).fetch(session, values)]
+    else:
+        async with session.begin():
+            rows = (await session.execute(statement, values)).all()
     return _counts(rows, keys, window_seconds)
 
 

@@ -11,7 +11,7 @@ default.
 
 import uuid
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import Headers
 
 from app.config import Settings
@@ -47,10 +47,11 @@ def client_address(settings: Settings, headers: Headers, peer: str | None) -> st
     return peer or UNKNOWN_CLIENT
 
 
-async def check_submission(
-    sessions: async_sessionmaker[AsyncSession], settings: Settings, form_id: uuid.UUID, client: str
-) -> None:
-    """Count one submission attempt against both limits; RateLimited if either is exceeded."""
+async def check_submission(session: AsyncSession, settings: Settings, form_id: uuid.UUID, client: str) -> None:
+    """Count one submission attempt against both limits; RateLimited if either is exceeded.
+
+    The count is committed on its own, so `session` must not be in a transaction yet.
+    """
     window = settings.submission_rate_window
     limits = [
         ("per_ip", f"submit:ip:{client}", settings.submission_rate_per_ip, "from your address"),
@@ -60,7 +61,7 @@ async def check_submission(
     if not limits:
         return
     # Both counters in one statement, committed on its own (one round trip on PostgreSQL).
-    counts = await counters.hit_now(sessions, [key for _, key, _, _ in limits], window)
+    counts = await counters.hit_now(session, [key for _, key, _, _ in limits], window)
     for (name, _, limit, whom), count in zip(limits, counts, strict=True):
         if count.count > limit:
             setting = f"SUBMISSION_RATE_{name.upper()}"

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import __version__
 from app.api.responses import APPLICANT, DB, errors, html_errors
@@ -155,7 +156,7 @@ async def submit_page(request: Request, session: SessionDep) -> Response:
     form_uuid = _uuid(form_id)
     if form_uuid is None:
         return not_found(request)
-    if (refused := await _rate_limited(request, form_uuid)) is not None:
+    if (refused := await _rate_limited(request, session, form_uuid)) is not None:
         return refused
     read = await _read_post(request, form_uuid)
     if isinstance(read, Response):
@@ -195,12 +196,14 @@ async def thanks_page(request: Request, session: ReadSessionDep) -> Response:
     return page(request, "thanks.html", {"form": form, "reference": _uuid(ref or "")})
 
 
-async def _rate_limited(request: Request, form_id: uuid.UUID) -> Response | None:
-    """The 429 page when this POST is past an abuse limit (app.limits), else None."""
+async def _rate_limited(request: Request, session: AsyncSession, form_id: uuid.UUID) -> Response | None:
+    """The 429 page when this POST is past an abuse limit (app.limits), else None.
+
+    Counted on the request's `session` before anything else uses it (see check_submission)."""
     settings = request.app.state.settings
     client = client_address(settings, request.headers, request.client.host if request.client else None)
     try:
-        await check_submission(request.app.state.sessionmaker, settings, form_id, client)
+        await check_submission(session, settings, form_id, client)
     except RateLimited as limited:
         text = (
             "Too many forms have been sent just now, so nothing was saved. "

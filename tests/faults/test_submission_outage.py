@@ -5,10 +5,12 @@ a lost server looks like (connections reset, new ones refused) and the same app 
 answer 201 again once the proxy is back, with no restart.
 """
 
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from tests.api.conftest import make_settings, serve
@@ -171,3 +173,22 @@ async def test_a_known_form_while_the_database_is_down_is_503_and_recovers(clien
     await proxy.restore()
     assert (await submit(client, form["id"])).status_code == 201
     assert await count_rows(pg_engine) == (2, 2 * OPERATIONS_PER_SUBMISSION)
+
+
+async def test_a_server_that_refuses_more_connections_is_503_not_500(pg_url, pg_engine):
+    """PostgreSQL's "too many clients" (53300) is the server being full, not a bug: 503 with Retry-After."""
+    role = f"intake_full_{uuid.uuid4().hex[:8]}"
+    async with pg_engine.connect() as connection:
+        await connection.execute(text(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0'))
+        await connection.commit()
+    try:
+        full = make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+        async with serve(make_settings(full)) as client:
+            response = await submit(client, uuid.uuid4())
+        assert response.status_code == 503, response.text
+        assert response.json()["detail"].startswith("the database is unavailable right now")
+        assert int(response.headers["retry-after"]) > 0
+    finally:
+        async with pg_engine.connect() as connection:
+            await connection.execute(text(f'DROP ROLE "{role}"'))
+            await connection.commit()
