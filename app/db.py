@@ -4,16 +4,17 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Annotated, Any
 
 import asyncpg
 from fastapi import Depends, Request
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.sql import ClauseElement
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.sql import ClauseElement
 
 _ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
 
@@ -192,6 +193,12 @@ class DriverStatement:
         except DRIVER_CONNECTION_LOST:
             await connection.invalidate()
             raise
+
+
+@lru_cache(maxsize=64)
+def driver_statement(statement: ClauseElement, dialect: Dialect) -> DriverStatement:
+    """`statement` compiled for `dialect`'s driver, once per statement object and dialect."""
+    return DriverStatement.of(statement, dialect)
 
 
 class CommitOutcomeUnknown(Exception):

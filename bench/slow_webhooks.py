@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.db import create_engine, create_sessionmaker  # noqa: E402
-from app.forms.cache import FormSnapshot  # noqa: E402
+from app.forms.cache import FormVersion  # noqa: E402
 from app.forms.service import NewForm, create_form  # noqa: E402
 from app.migrations import upgrade  # noqa: E402
 from app.models import FormSubmission  # noqa: E402
@@ -82,7 +82,7 @@ async def enqueue(url: str, receiver: str, n: int) -> None:
         for i in range(n):
             submission = FormSubmission(id=uuid.uuid4(), form_id=form.id, data={"n": i})
             session.add(submission)
-            new += operations_for(FormSnapshot.of(form), submission.id, "submission.created")
+            new += operations_for(FormVersion.of(form), submission.id, "submission.created")
         await session.flush()
         await queue.enqueue_many(session, new)
     await engine.dispose()

@@ -36,13 +36,6 @@ OUTCOME_UNKNOWN = (
     "please try again shortly (a submission sent again with the same Idempotency-Key is saved only once)"
 )
 
-_UNAVAILABLE = CONNECTION_ERRORS
-
-
-def is_database_unavailable(error: BaseException) -> bool:
-    """True for errors that mean "cannot reach the database", not "the statement was wrong"."""
-    return is_connection_error(error)
-
 
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(error)}, status_code=STATUS_OF[type(error)])
@@ -66,7 +59,7 @@ async def _rate_limited(request: Request, error: RateLimited) -> JSONResponse:
 
 
 async def _database_error(request: Request, error: Exception) -> JSONResponse:
-    if not is_database_unavailable(error):
+    if not is_connection_error(error):
         raise error  # a bug, not an outage: the request-id middleware logs it and answers 500
     request_id = getattr(request.state, "request_id", None)
     logger.warning("database unavailable: %s [request_id=%s]", type(error).__name__, request_id)
@@ -88,7 +81,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(InvalidSubmission, _invalid_submission)
     app.add_exception_handler(FormInvalid, _invalid_form)
     app.add_exception_handler(RateLimited, _rate_limited)
-    for error_type in _UNAVAILABLE:
+    for error_type in CONNECTION_ERRORS:
         app.add_exception_handler(error_type, _database_error)
     app.add_exception_handler(CommitOutcomeUnknown, _commit_outcome_unknown)
 

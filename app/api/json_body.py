@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.deps import is_json
 from app.api.middleware import BodyTooLarge, send_json
+from app.submissions.validation import shown_key, unstorable
 
 #: Deepest nesting of arrays and objects accepted; a submission needs 3 (body, data, a list).
 MAX_DEPTH = 32
@@ -65,21 +66,20 @@ def _check_value(value: Any, loc: list[str | int], depth: int) -> None:
             _check_value(item, [*loc, _shown(key)], depth + 1)
 
 
+_UNSTORABLE = {
+    "nul_character": "contains a NUL character (\\u0000), which cannot be stored",
+    "lone_surrogate": "contains an unpaired surrogate (such as \\ud800), which is not text",
+}
+
+
 def _check_text(text: str, loc: list[str | int], what: str) -> None:
-    if "\x00" in text:
-        raise BodyProblem(loc, f"a {what} contains a NUL character (\\u0000), which cannot be stored", "nul_character")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BodyProblem(loc, f"a {what} contains an unpaired surrogate (such as \\ud800), which is not text", "lone_surrogate") from None
+    if kind := unstorable(text):
+        raise BodyProblem(loc, f"a {what} {_UNSTORABLE[kind]}", kind)
 
 
 def _shown(key: str | int) -> str | int:
     """A key as it may be echoed in an answer: printable and short."""
-    if isinstance(key, int):
-        return key
-    safe = key.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
-    return safe if len(safe) <= 100 else safe[:99] + "…"
+    return key if isinstance(key, int) else shown_key(key)
 
 
 class JsonBodyMiddleware:

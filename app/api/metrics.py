@@ -8,9 +8,8 @@ import logging
 
 from fastapi import APIRouter, Request, Response
 
-from app.api.errors import is_database_unavailable
 from app.api.responses import OPERATOR
-from app.db import READ_ONLY
+from app.db import READ_ONLY, is_connection_error
 from app.observability.metrics import CONTENT_TYPE, render
 from app.queue import repository as queue
 
@@ -51,7 +50,7 @@ async def _overview(request: Request) -> queue.QueueOverview | None:
             await session.connection(execution_options=READ_ONLY)
             return await queue.status_overview(session)
     except Exception as error:
-        if not is_database_unavailable(error):
+        if not is_connection_error(error):
             raise
         log.warning("metrics: database unavailable", extra={"error": type(error).__name__})
         return None

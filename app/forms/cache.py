@@ -20,8 +20,8 @@ MAX_FORMS = 1024
 
 
 @dataclass(frozen=True, slots=True)
-class FormSnapshot:
-    """What a submission needs of its form, parsed once."""
+class FormVersion:
+    """What a submission needs of its form at one version (`updated_at`), parsed once."""
 
     id: uuid.UUID
     workspace_id: uuid.UUID | None
@@ -30,7 +30,7 @@ class FormSnapshot:
     integrations: list[Integration]
 
     @classmethod
-    def of(cls, form: Form) -> "FormSnapshot":
+    def of(cls, form: Form) -> "FormVersion":
         return cls(form.id, form.workspace_id, form.updated_at, stored_fields(form), stored_integrations(form))
 
 
@@ -39,9 +39,9 @@ class FormCache:
 
     def __init__(self, size: int = MAX_FORMS):
         self._size = size
-        self._snapshots: OrderedDict[uuid.UUID, FormSnapshot] = OrderedDict()
+        self._snapshots: OrderedDict[uuid.UUID, FormVersion] = OrderedDict()
 
-    def get(self, form_id: uuid.UUID) -> FormSnapshot | None:
+    def get(self, form_id: uuid.UUID) -> FormVersion | None:
         snapshot = self._snapshots.get(form_id)
         if snapshot is not None:
             self._snapshots.move_to_end(form_id)
@@ -52,7 +52,7 @@ class FormCache:
         if form.status != "active":
             self._snapshots.pop(form.id, None)
             return
-        self._snapshots[form.id] = FormSnapshot.of(form)
+        self._snapshots[form.id] = FormVersion.of(form)
         self._snapshots.move_to_end(form.id)
         while len(self._snapshots) > self._size:
             self._snapshots.popitem(last=False)

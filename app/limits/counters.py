@@ -12,16 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Integer, Text, bindparam, delete, update
-from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import ReturningInsert
 
-from app.db import DriverStatement
+from app.db import driver_statement
 from app.dbtypes import epoch_seconds, window_index
 from app.models import RateCounter
 
@@ -81,7 +80,7 @@ async def hit_now(session: AsyncSession, keys: Sequence[str], window_seconds: in
     dialect = session.get_bind().dialect
     statement = _hit_statement(dialect.name, len(keys))
     if dialect.name == "postgresql":
-        rows = [tuple(row) for row in await _driver_statement(statement, dialect).fetch(session, values)]
+        rows = [tuple(row) for row in await driver_statement(statement, dialect).fetch(session, values)]
     else:
         async with session.begin():
             rows = (await session.execute(statement, values)).all()
@@ -95,11 +94,6 @@ def _hit_values(keys: Sequence[str], window_seconds: int) -> dict[str, Any]:
 def _counts(rows: Sequence[Sequence[Any]], keys: Sequence[str], window_seconds: int) -> list[Count]:
     counted = {key: Count(key, count, window_seconds, window, float(now)) for key, count, window, now in rows}
     return [counted[key] for key in keys]
-
-
-@lru_cache(maxsize=32)
-def _driver_statement(statement: ReturningInsert, dialect: Dialect) -> DriverStatement:
-    return DriverStatement.of(statement, dialect)
 
 
 @cache

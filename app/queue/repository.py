@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    Float,
     Integer,
     Text,
     Uuid,
@@ -204,10 +205,63 @@ def _insert_statement(dialect: str):
     PostgreSQL a statement trigger (migration 0003) NOTIFYs idle workers when the insert commits.
     """
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    due = func.coalesce(bindparam("run_at", type_=UTCDateTime()), utcnow(bindparam("delay_seconds")))
+    due = _due(bindparam("run_at", type_=UTCDateTime()), bindparam("delay_seconds"))
     return (
         insert(operations)
         .values(next_retry_at=due)
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(_t.id)
+    )
+
+
+def _due(run_at, delay_seconds):
+    """When a new operation is due: `run_at` when given, else the database clock plus `delay_seconds`."""
+    return func.coalesce(run_at, utcnow(delay_seconds))
+
+
+#: The columns of an operation's JSON record (`operation_record`), with their SQL types.
+_RECORD_TYPES = {
+    "id": Uuid(),
+    "operation_type": Text(),
+    "payload": postgresql.JSONB(),
+    "max_attempts": Integer(),
+    "priority": Integer(),
+    "run_at": UTCDateTime(),
+    "delay_seconds": Float(),
+    "dedupe_key": Text(),
+    "destination": Text(),
+}
+
+
+def operation_record(operation: NewOperation) -> dict[str, Any]:
+    """`operation` as one JSON record of `enqueue_records`'s `:operations` array."""
+    values = operation._values()
+    record = {name: values[name] for name in _RECORD_TYPES if name not in ("id", "run_at")}
+    run_at = values["run_at"]
+    return record | {"id": str(operation.id), "run_at": run_at.isoformat() if run_at is not None else None}
+
+
+def enqueue_records(*, submission_id, form_id, workspace_id, source):
+    """PostgreSQL: INSERT the operations of the JSON array `:operations` (`operation_record`s) for
+    one submission, inside a larger statement; `source` is the FROM clause the three column
+    expressions come from, joined to the records. Same defaults, due time and dedupe rule as
+    `enqueue_many`; a data-modifying CTE's building block (app/submissions/service.py).
+    """
+    records = (
+        func.jsonb_to_recordset(bindparam("operations", type_=postgresql.JSONB()))
+        .table_valued(*(column(name, type_) for name, type_ in _RECORD_TYPES.items()))
+        .render_derived(name="record", with_types=True)
+    )
+    r = records.c
+    rows = select(
+        r.id, r.operation_type, r.payload, submission_id, form_id, workspace_id,
+        r.max_attempts, r.priority, _due(r.run_at, r.delay_seconds), r.dedupe_key, r.destination,
+    ).select_from(source.join(records, true()))
+    columns = ["id", "operation_type", "payload", "submission_id", "form_id", "workspace_id"]
+    columns += ["max_attempts", "priority", "next_retry_at", "dedupe_key", "destination"]
+    return (
+        postgresql.insert(operations)
+        .from_select(columns, rows, include_defaults=False)
         .on_conflict_do_nothing(index_elements=["dedupe_key"])
         .returning(_t.id)
     )

@@ -8,19 +8,18 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 
-from sqlalchemy import Float, Integer, Select, Text, Uuid, bindparam, column, func, select, true, update
+from sqlalchemy import Select, Uuid, bindparam, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import DRIVER_CONNECTION_LOST, CommitOutcomeUnknown, DriverStatement
-from app.dbtypes import JSONType, UTCDateTime, utcnow
+from app.db import DRIVER_CONNECTION_LOST, CommitOutcomeUnknown, driver_statement
+from app.dbtypes import JSONType, UTCDateTime
 from app.forms.schema import STATUS_CHANGED, SUBMISSION_CREATED, Event, Integration, queue_payload
-from app.forms.cache import FormCache, FormSnapshot
+from app.forms.cache import FormCache, FormVersion
 from app.forms.service import get_form, stored_fields
 from app.models import AsyncOperation, Form, FormSubmission
 from app.queue import repository as queue
@@ -136,12 +135,12 @@ async def submit(
     submission = await _insert(session, form_id, cleaned, idempotency_key)
     if submission is None:  # a concurrent duplicate committed first
         return Received(await _by_key(session, form_id, idempotency_key), created=False)
-    await queue.enqueue_many(session, operations_for(FormSnapshot.of(form), submission.id, SUBMISSION_CREATED))
+    await queue.enqueue_many(session, operations_for(FormVersion.of(form), submission.id, SUBMISSION_CREATED))
     return Received(submission, created=True)
 
 
 async def _submit_at_once(
-    session: AsyncSession, form: FormSnapshot, data: dict[str, Any], key: str | None
+    session: AsyncSession, form: FormVersion, data: dict[str, Any], key: str | None
 ) -> Received | None:
     """Write the submission and its operations in one statement, or nothing.
 
@@ -153,7 +152,7 @@ async def _submit_at_once(
     the statement costs asyncpg. SQLAlchemy still writes the SQL, from the tables' metadata.
     """
     submission_id = uuid.uuid4()
-    records = [_record(op) for op in operations_for(form, submission_id, SUBMISSION_CREATED)]
+    records = [queue.operation_record(op) for op in operations_for(form, submission_id, SUBMISSION_CREATED)]
     values = {
         "form": form.id,
         "version": form.version,
@@ -163,7 +162,7 @@ async def _submit_at_once(
         "operations": json.dumps(records),
     }
     try:
-        rows = await _driver_statement(_submit_statement(), session.get_bind().dialect).fetch(session, values)
+        rows = await driver_statement(_submit_statement(), session.get_bind().dialect).fetch(session, values)
     except DRIVER_CONNECTION_LOST as error:
         # The statement may have committed before the connection went: as with a COMMIT cut
         # mid-way, say so rather than "nothing was saved".
@@ -184,20 +183,6 @@ async def _submit_at_once(
     return Received(submission, created=True)
 
 
-@lru_cache(maxsize=32)
-def _driver_statement(statement: Select, dialect: Dialect) -> DriverStatement:
-    return DriverStatement.of(statement, dialect)
-
-
-def _record(operation: NewOperation) -> dict[str, Any]:
-    """An operation as one JSON record of `_submit_statement`'s `:operations`."""
-    values = operation._values()
-    return {name: values[name] for name in _RECORD_COLUMNS} | {"id": str(operation.id)}
-
-
-_RECORD_COLUMNS = ("operation_type", "payload", "max_attempts", "delay_seconds", "dedupe_key", "destination")
-
-
 @cache
 def _submit_statement() -> Select:
     """The submission and its operations in one PostgreSQL statement, if the form is as seen.
@@ -205,7 +190,7 @@ def _submit_statement() -> Select:
     `form` selects the form only when it is active and at the version the caller validated
     against; `saved` inserts the submission from it (nothing on an idempotency key already
     used); `queued` inserts one operation per JSON record of `:operations`, due after its
-    `delay_seconds`, for the submission `saved` wrote. The outer SELECT reads `queued`, because
+    due time, for the submission `saved` wrote (app/queue/repository.py::enqueue_records). The outer SELECT reads `queued`, because
     SQLAlchemy renders only the CTEs that the statement refers to (PostgreSQL runs every
     data-modifying CTE whether read or not).
     """
@@ -225,40 +210,9 @@ def _submit_statement() -> Select:
         .returning(_s.id, _s.created_at)
         .cte("saved")
     )
-    records = (
-        func.jsonb_to_recordset(bindparam("operations", type_=postgresql.JSONB()))
-        .table_valued(
-            column("id", Uuid()),
-            column("operation_type", Text()),
-            column("payload", postgresql.JSONB()),
-            column("max_attempts", Integer()),
-            column("delay_seconds", Float()),
-            column("dedupe_key", Text()),
-            column("destination", Text()),
-        )
-        .render_derived(name="record", with_types=True)
-    )
-    columns = ["id", "operation_type", "payload", "submission_id", "form_id", "workspace_id"]
-    columns += ["max_attempts", "next_retry_at", "dedupe_key", "destination"]
-    rows = select(
-        records.c.id,
-        records.c.operation_type,
-        records.c.payload,
-        saved.c.id,
-        form.c.id,
-        form.c.workspace_id,
-        records.c.max_attempts,
-        utcnow(records.c.delay_seconds),
-        records.c.dedupe_key,
-        records.c.destination,
-    ).select_from(saved.join(form, true()).join(records, true()))
-    queued = (
-        postgresql.insert(operations)
-        .from_select(columns, rows, include_defaults=False)
-        .on_conflict_do_nothing(index_elements=["dedupe_key"])
-        .returning(_t.id)
-        .cte("queued")
-    )
+    queued = queue.enqueue_records(
+        submission_id=saved.c.id, form_id=form.c.id, workspace_id=form.c.workspace_id, source=saved.join(form, true())
+    ).cte("queued")
     return select(saved.c.created_at, select(func.count()).select_from(queued).scalar_subquery().label("queued"))
 
 
@@ -287,7 +241,7 @@ async def _insert(
     return None if row is None else Submission(**row._mapping)
 
 
-def operations_for(form: FormSnapshot, submission_id: uuid.UUID, event: Event, **details) -> list[NewOperation]:
+def operations_for(form: FormVersion, submission_id: uuid.UUID, event: Event, **details) -> list[NewOperation]:
     """One operation per enabled integration of `form` that listens to `event`."""
     return [
         NewOperation(
@@ -347,7 +301,7 @@ async def _move(session: AsyncSession, current: Submission, new_status: str) -> 
     form = await get_form(session, current.form_id)
     # The handlers (email templates, webhook data) read these two names from the payload.
     change = {"old_status": current.status, "new_status": new_status}
-    await queue.enqueue_many(session, operations_for(FormSnapshot.of(form), current.id, STATUS_CHANGED, **change))
+    await queue.enqueue_many(session, operations_for(FormVersion.of(form), current.id, STATUS_CHANGED, **change))
 
 
 async def _set_status(session: AsyncSession, current: Submission, new_status: str) -> None:

@@ -52,7 +52,7 @@ def validate_submission(fields: list[FormField], data: dict[str, Any]) -> dict[s
     """The cleaned data, or `InvalidSubmission` naming every bad, missing or unknown field."""
     by_name = {field.name: field for field in fields}
     unknown = [name for name in data if name not in by_name]
-    problems = [Problem(_shown(name), "is not a field of this form") for name in unknown[:MAX_UNKNOWN_NAMED]]
+    problems = [Problem(shown_key(name), "is not a field of this form") for name in unknown[:MAX_UNKNOWN_NAMED]]
     if len(unknown) > MAX_UNKNOWN_NAMED:
         more = len(unknown) - MAX_UNKNOWN_NAMED
         problems.append(Problem("…", f"and {more} more keys that are not fields of this form"))
@@ -77,7 +77,7 @@ def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
-def _shown(name: str) -> str:
+def shown_key(name: str) -> str:
     """A key as it may be echoed in an answer: no NUL or surrogates, at most 100 characters."""
     safe = name.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
     return safe if len(safe) <= 100 else safe[:99] + "…"
@@ -85,7 +85,7 @@ def _shown(name: str) -> str:
 
 def clean_value(field: FormField, value: Any) -> Any:
     """`value` coerced to `field`'s type; raises `_Reject` with the end of a sentence otherwise."""
-    if isinstance(value, str) and _unstorable(value):
+    if isinstance(value, str) and unstorable(value):
         raise _Reject("must be plain text: it contains a NUL character or an unpaired surrogate")
     cleaned = _CLEANERS[field.type](field, value)
     if field.max_length is not None and isinstance(cleaned, str) and len(cleaned) > field.max_length:
@@ -93,15 +93,16 @@ def clean_value(field: FormField, value: Any) -> Any:
     return cleaned
 
 
-def _unstorable(text: str) -> bool:
-    # PostgreSQL's text and jsonb refuse NUL; UTF-8 cannot encode a lone surrogate.
+def unstorable(text: str) -> str | None:
+    """Why `text` cannot be stored, or None: "nul_character" (PostgreSQL's text and jsonb refuse
+    NUL) or "lone_surrogate" (UTF-8 cannot encode an unpaired surrogate)."""
     if "\x00" in text:
-        return True
+        return "nul_character"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return "lone_surrogate"
+    return None
 
 
 def _text(field: FormField, value: Any) -> str:

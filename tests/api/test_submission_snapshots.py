@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import event, select
 
 from app.models import AsyncOperation, FormSubmission
-from app.submissions import service
+from app.queue import repository as queue
 from tests.api.conftest import make_settings, serve
 from tests.api.factories import (
     ADMIN,
@@ -186,15 +186,15 @@ async def test_a_one_statement_submission_whose_operations_fail_saves_nothing(pg
         used.append(operation)
         return real_record(operation) | {"max_attempts": 0}  # CHECK max_attempts >= 1 refuses it
 
-    real_record = service._record
+    real_record = queue.operation_record
     async with serve(make_settings(pg_url)) as client:
         form = await create_form(client, integrations=[HOOK, RECEIPT])
         assert (await submit(client, form["id"])).status_code == 201  # the app reads the form once
         before = await count_rows(pg_engine)
-        monkeypatch.setattr(service, "_record", record_violating_a_constraint)
+        monkeypatch.setattr(queue, "operation_record", record_violating_a_constraint)
         # A guard against a hang, not a timing assertion: the answer must come at all.
         response = await asyncio.wait_for(submit(client, form["id"], make_data(name="Grace Hopper")), timeout=30)
-        monkeypatch.setattr(service, "_record", real_record)
+        monkeypatch.setattr(queue, "operation_record", real_record)
         assert used, "the submission did not take the one-statement path"
         assert response.status_code == 500, response.text
         assert response.headers["content-type"].startswith("application/json")
